@@ -1,0 +1,103 @@
+"""Run configuration: YAML files validated with pydantic, layered over built-in defaults.
+
+Only facts the log does not hold live here (spec §6.0): expiry and timeout settings, which topics are
+compacted or coordinator-written, the transaction version, and where to read and write.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+DEFAULT_CONF = Path(__file__).resolve().parent.parent / "conf" / "local.yaml"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SparkSettings(_Strict):
+    master: str | None = "local[*]"
+    app_name: str = "produce-audit"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class DeltaSettings(_Strict):
+    backend: Literal["auto", "native", "embedded"] = "auto"
+
+
+class IngestSettings(_Strict):
+    skip_dir_suffixes: list[str] = Field(default_factory=lambda: ["-delete", "-future", "-stray"])
+    segment_split_bytes: int = 128 * 1024 * 1024
+    replica_choice: Literal["leader_epoch", "broker_id"] = "leader_epoch"
+
+
+class AuditSettings(_Strict):
+    producer_id_expiration_ms: int = 86_400_000
+    transaction_max_timeout_ms: int = 900_000
+    transaction_version: Literal["auto", "1", "2"] = "auto"
+    broker_version: str | None = None
+    compacted_topics: list[str] = Field(default_factory=list)
+    coordinator_topics: list[str] = Field(
+        default_factory=lambda: ["__consumer_offsets", "__transaction_state", "__share_group_state"]
+    )
+    kraft_topics: list[str] = Field(default_factory=lambda: ["__cluster_metadata"])
+
+    def is_compacted(self, topic: str) -> bool:
+        return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.compacted_topics)
+
+
+class ReportSettings(_Strict):
+    top_findings: int = 20
+
+
+class Settings(_Strict):
+    warehouse: str = "./warehouse"
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    delta: DeltaSettings = Field(default_factory=DeltaSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    report: ReportSettings = Field(default_factory=ReportSettings)
+    fail_on: Literal["INFO", "WARN", "ERROR", "CRITICAL", "never"] = "ERROR"
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be read or does not validate; the message names the file."""
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Defaults from conf/local.yaml (when present), then `path`, then `overrides`."""
+    data: dict[str, Any] = _read_yaml(DEFAULT_CONF) if DEFAULT_CONF.exists() else {}
+    source = str(DEFAULT_CONF)
+    if path is not None:
+        data = _merge(data, _read_yaml(Path(path)))
+        source = str(path)
+    data = _merge(data, overrides or {})
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {exc}") from exc

@@ -1,0 +1,27 @@
+"""SparkSession construction from settings; the one place that knows about master and Spark conf."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from pyspark.sql import SparkSession
+
+from pipeline.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def build_session(settings: Settings) -> SparkSession:
+    """Reuse the active session (spark-submit, Databricks, tests) or build one from settings."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(settings.spark.app_name)
+    if settings.spark.master and not os.environ.get("SPARK_MASTER_FROM_SUBMIT"):
+        builder = builder.master(settings.spark.master)
+    for key, value in settings.spark.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

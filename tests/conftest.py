@@ -1,0 +1,38 @@
+"""One SparkSession for the whole test session, small and quiet (chispa's fixture pattern)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+REALDATA = (REPO.parent / "shared" / "realdata").resolve()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ["SPARK_TESTING"] = "1"
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("produce-audit-tests")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def realdata() -> Path:
+    if not REALDATA.is_dir():
+        pytest.skip(f"real Kafka data not found at {REALDATA} (it lives in ../shared/realdata beside the repo)")
+    return REALDATA
