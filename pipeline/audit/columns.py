@@ -1,0 +1,84 @@
+"""Small column helpers shared by the rule modules: sequence arithmetic and finding structs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from pipeline.audit.registry import Rule
+
+INT32_MAX = 2_147_483_647
+SEQ_SPAN = INT32_MAX + 1  # sequences wrap from Integer.MAX_VALUE to 0
+
+FINDING_FIELDS = (
+    "rule_code",
+    "rule_name",
+    "severity",
+    "topic",
+    "partition",
+    "producer_id",
+    "producer_epoch",
+    "base_offset",
+    "last_offset",
+    "segment",
+    "position",
+    "message",
+    "evidence",
+    "broker_id",
+)
+
+
+def next_sequence(last_sequence: Column) -> Column:
+    """DefaultRecordBatch.incrementSequence(last, 1): the sequence that must follow `last`."""
+    return F.when(last_sequence == F.lit(INT32_MAX), F.lit(0)).otherwise(last_sequence + 1)
+
+
+def as_text(column: Column) -> Column:
+    return F.coalesce(column.cast("string"), F.lit("null"))
+
+
+def finding(
+    rule: Rule,
+    when: Column,
+    message: Column,
+    evidence: Mapping[str, Column],
+    severity: Column | None = None,
+    producer_epoch: Column | None = None,
+) -> Column:
+    """A struct of the finding columns when `when` holds, else null; rows carry the batch's location."""
+    evidence_map = F.create_map(*[item for key, value in evidence.items() for item in (F.lit(key), as_text(value))])
+    struct = F.struct(
+        F.lit(rule.code).alias("rule_code"),
+        F.lit(rule.name).alias("rule_name"),
+        (severity if severity is not None else F.lit(rule.severity)).alias("severity"),
+        F.col("topic").alias("topic"),
+        F.col("partition").alias("partition"),
+        F.col("producer_id").alias("producer_id"),
+        (producer_epoch if producer_epoch is not None else F.col("producer_epoch")).alias("producer_epoch"),
+        F.col("base_offset").alias("base_offset"),
+        F.col("last_offset").alias("last_offset"),
+        F.col("source_file").alias("segment"),
+        F.col("position").alias("position"),
+        message.alias("message"),
+        evidence_map.alias("evidence"),
+        F.col("broker_id").alias("broker_id"),
+    )
+    return F.when(when, struct)
+
+
+def explode_findings(df, checks: list[Column]):
+    """One pass over `df`: evaluate every check per row and keep the findings that fired.
+
+    The checks are projected first and exploded after, so checks may contain window expressions.
+    """
+    if not checks:
+        raise ValueError("no checks given")
+    fired = F.filter(F.array(*checks), lambda item: item.isNotNull())
+    return (
+        df.select(fired.alias("_fired"))
+        .where(F.size("_fired") > 0)
+        .select(F.explode("_fired").alias("finding"))
+        .select(*[F.col(f"finding.{name}").alias(name) for name in FINDING_FIELDS])
+    )

@@ -1,0 +1,87 @@
+"""Audit entry point: batches in, findings / transactions / producer_state / partition_summary out.
+
+Shuffle budget (fixed, whatever the data size): one hash exchange on (topic, partition) in
+`prepare_batches`; every window, aggregation and join after it is keyed by (topic, partition, ...), so it
+runs inside that partitioning with sorts only. The prepared and replayed batches are persisted because
+every output table reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.audit import epochs, integrity, sequences, transactions, visibility
+from pipeline.audit.columns import explode_findings
+from pipeline.audit.replay import prepare_batches, producer_rows, with_producer_state
+from pipeline.config import AuditSettings
+from schemas.findings import FINDINGS
+from schemas.partition_summary import PARTITION_SUMMARY
+from schemas.producer_state import PRODUCER_STATE
+from schemas.transactions import TRANSACTIONS
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    findings: DataFrame
+    transactions: DataFrame
+    producer_state: DataFrame
+    partition_summary: DataFrame
+    _cached: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Drop the persisted intermediate data once the outputs are written."""
+        for frame in self._cached:
+            frame.unpersist()
+
+
+def _with_run(df: DataFrame, run_id: str, schema) -> DataFrame:
+    """Stamp the run id and enforce the table's column order and types (the schema contract)."""
+    df = df.withColumn("run_id", F.lit(run_id))
+    return df.select(*[F.col(field.name).cast(field.dataType).alias(field.name) for field in schema.fields])
+
+
+def _partition_locations(offsets: DataFrame) -> DataFrame:
+    return offsets.select(
+        "*",
+        F.lit(None).cast("long").alias("producer_id"),
+        F.lit(None).cast("int").alias("producer_epoch"),
+        F.col("first_unstable_offset").alias("base_offset"),
+        F.col("log_end_offset").alias("last_offset"),
+        F.lit(None).cast("string").alias("source_file"),
+        F.lit(None).cast("long").alias("position"),
+    )
+
+
+def run_audit(
+    batches: DataFrame, settings: AuditSettings, run_id: str, reference_time_ms: int | None = None
+) -> AuditResult:
+    prepared = prepare_batches(batches, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    replayed = with_producer_state(producer_rows(prepared), settings).persist(StorageLevel.MEMORY_AND_DISK)
+
+    row_checks = [*sequences.row_checks(settings), *epochs.row_checks(settings), *transactions.row_checks(settings)]
+    txns = transactions.build_transactions(replayed)
+    open_txns = visibility.open_transactions(txns, prepared, settings, reference_time_ms)
+    offsets = visibility.partition_offsets(prepared, txns, open_txns)
+
+    findings = (
+        explode_findings(replayed, row_checks)
+        .unionByName(explode_findings(prepared, integrity.row_checks(settings)))
+        .unionByName(
+            explode_findings(
+                visibility.as_finding_rows(open_txns), visibility.transaction_findings(open_txns, settings)
+            )
+        )
+        .unionByName(explode_findings(_partition_locations(offsets), visibility.summary_checks()))
+    )
+    summary = visibility.with_finding_counts(offsets, findings)
+    return AuditResult(
+        findings=_with_run(findings, run_id, FINDINGS),
+        transactions=_with_run(txns, run_id, TRANSACTIONS),
+        producer_state=_with_run(transactions.build_producer_state(replayed), run_id, PRODUCER_STATE),
+        partition_summary=_with_run(summary, run_id, PARTITION_SUMMARY),
+        _cached=(prepared, replayed),
+    )

@@ -1,0 +1,166 @@
+"""Epoch and fencing rules EPO-001..EPO-007 (spec §6.3)."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import finding
+from pipeline.audit.registry import rule
+from pipeline.audit.replay import CONTROL_ABORT
+from pipeline.config import AuditSettings
+
+EPOCH_MAX = 32767
+
+DATA_EPOCH_REGRESSION = rule(
+    "EPO-001",
+    "DATA_EPOCH_REGRESSION",
+    "ERROR",
+    "6.3",
+    "Data batch at an epoch lower than one the producer already used on this partition: a zombie write the "
+    "leader should have fenced. WARN when the producer was silent for the expiry interval before it.",
+    also=("WARN",),
+)
+MARKER_EPOCH_REGRESSION = rule(
+    "EPO-002",
+    "MARKER_EPOCH_REGRESSION",
+    "ERROR",
+    "6.3",
+    "Transaction marker at an epoch lower than the producer's current epoch on this partition.",
+)
+TV2_MARKER_EPOCH_NOT_GREATER = rule(
+    "EPO-003",
+    "TV2_MARKER_EPOCH_NOT_GREATER",
+    "ERROR",
+    "6.3",
+    "Transactions V2 producer whose marker carries the data epoch of the transaction it closes (TV2 markers "
+    "must bump it). ERROR for brokers from 4.2 (KIP-1228 enforces it), WARN when audit.broker_version is "
+    "older than 4.2.",
+    also=("WARN",),
+)
+FENCE_ABORT = rule(
+    "EPO-004",
+    "FENCE_ABORT",
+    "INFO",
+    "6.3",
+    "ABORT closing an open transaction one epoch above its data (two for TV2): a timeout abort or a new "
+    "producer instance fenced the old one.",
+)
+MARKER_EPOCH_JUMP = rule(
+    "EPO-005",
+    "MARKER_EPOCH_JUMP",
+    "WARN",
+    "6.3",
+    "Marker epoch exceeds the transaction's data epoch by more than the coordinator ever bumps it (TV0/1: "
+    "more than +1; TV2: more than +2).",
+)
+EPOCH_SKIP = rule(
+    "EPO-006",
+    "EPOCH_SKIP",
+    "INFO",
+    "6.3",
+    "A producer's epoch increases by more than one between consecutive entries on this partition "
+    "(InitProducerId or fence bumps, TV2 empty aborts, or epochs used on other partitions only).",
+)
+TXN_EPOCH_MAX = rule(
+    "EPO-007",
+    "TXN_EPOCH_MAX",
+    "WARN",
+    "6.3",
+    "Transactional data at epoch 32767: the coordinator rotates the producer id before that, so clients never "
+    "get it for transactional data (idempotent producers may legally reach it).",
+)
+
+
+def _broker_before_4_2(settings: AuditSettings) -> bool:
+    if not settings.broker_version:
+        return False
+    major, _, rest = settings.broker_version.partition(".")
+    minor = rest.split(".")[0] or "0"
+    return (int(major), int(minor)) < (4, 2)
+
+
+def row_checks(settings: AuditSettings) -> list[Column]:
+    known = F.col("state_epoch").isNotNull()
+    closing = F.col("is_marker") & F.col("txn_open")
+    bump = F.col("producer_epoch") - F.col("txn_max_epoch")
+    fence_bump = F.when(F.col("is_tv2"), F.lit(2)).otherwise(F.lit(1))
+    evidence = {"state_epoch": F.col("state_epoch"), "epoch": F.col("producer_epoch")}
+    marker_evidence = {
+        "transaction_epoch": F.col("txn_max_epoch"),
+        "marker_epoch": F.col("producer_epoch"),
+        "transaction_first_offset": F.col("txn_first_offset"),
+        "transaction_version": F.col("transaction_version"),
+    }
+    return [
+        finding(
+            DATA_EPOCH_REGRESSION,
+            F.col("is_data") & known & (F.col("producer_epoch") < F.col("state_epoch")),
+            F.format_string(
+                "producer %d writes data at epoch %d after epoch %d",
+                F.col("producer_id"),
+                F.col("producer_epoch"),
+                F.col("state_epoch"),
+            ),
+            evidence,
+            severity=F.when(F.col("state_expired"), F.lit("WARN")).otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            MARKER_EPOCH_REGRESSION,
+            F.col("is_marker") & known & (F.col("producer_epoch") < F.col("state_epoch")),
+            F.format_string(
+                "marker of producer %d at epoch %d after epoch %d",
+                F.col("producer_id"),
+                F.col("producer_epoch"),
+                F.col("state_epoch"),
+            ),
+            evidence,
+        ),
+        finding(
+            TV2_MARKER_EPOCH_NOT_GREATER,
+            closing & F.col("is_tv2") & (bump == 0),
+            F.format_string(
+                "TV2 marker at the transaction's own epoch %d (expected %d)",
+                F.col("producer_epoch"),
+                F.col("producer_epoch") + 1,
+            ),
+            marker_evidence,
+            severity=F.lit("WARN" if _broker_before_4_2(settings) else "ERROR"),
+        ),
+        finding(
+            FENCE_ABORT,
+            closing & (F.col("control_type") == CONTROL_ABORT) & (bump == fence_bump),
+            F.format_string(
+                "transaction from offset %d aborted at epoch %d over data epoch %d (fenced or timed out)",
+                F.col("txn_first_offset"),
+                F.col("producer_epoch"),
+                F.col("txn_max_epoch"),
+            ),
+            marker_evidence,
+        ),
+        finding(
+            MARKER_EPOCH_JUMP,
+            closing & (bump > fence_bump),
+            F.format_string(
+                "marker epoch %d is %d above the transaction's data epoch %d",
+                F.col("producer_epoch"),
+                bump,
+                F.col("txn_max_epoch"),
+            ),
+            marker_evidence,
+        ),
+        finding(
+            EPOCH_SKIP,
+            known & ((F.col("producer_epoch") - F.col("state_epoch")) > 1),
+            F.format_string(
+                "producer %d epoch %d -> %d", F.col("producer_id"), F.col("state_epoch"), F.col("producer_epoch")
+            ),
+            evidence,
+        ),
+        finding(
+            TXN_EPOCH_MAX,
+            F.col("is_data") & F.col("is_transactional") & (F.col("producer_epoch") == EPOCH_MAX),
+            F.format_string("transactional data of producer %d at epoch 32767", F.col("producer_id")),
+            evidence,
+        ),
+    ]

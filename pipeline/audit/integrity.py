@@ -1,0 +1,311 @@
+"""Physical format and file integrity rules of spec §6.1 that the batch table can answer.
+
+These look at every entry the decoder found, including the ones the broker's iterator rejects
+(`entry_status` != ok), along one replica's log in file order.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import finding
+from pipeline.audit.registry import rule
+from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP
+from pipeline.config import AuditSettings
+from schemas.batches import STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
+
+MAX_CODEC_ID = 4  # zstd
+UNUSED_ATTRIBUTE_BITS = 0xFF80
+
+TRUNCATED_TAIL = rule(
+    "FMT-001",
+    "TRUNCATED_TAIL",
+    "ERROR",
+    "6.1",
+    "Bytes at the end of a .log that do not form a complete entry. WARN on the partition's last (active) "
+    "segment, where an unflushed tail is normal and recovery truncates it.",
+    also=("WARN",),
+)
+ENTRY_TOO_SMALL = rule(
+    "FMT-002",
+    "ENTRY_TOO_SMALL",
+    "ERROR",
+    "6.1",
+    "Entry size below the 14-byte legacy minimum, or a v2 batch shorter than its 61-byte header: the rest of "
+    "the segment cannot be read.",
+)
+BAD_MAGIC = rule("FMT-003", "BAD_MAGIC", "ERROR", "6.1", "Entry whose magic byte is not 0, 1 or 2.")
+CRC_MISMATCH = rule(
+    "FMT-004",
+    "CRC_MISMATCH",
+    "ERROR",
+    "6.1",
+    "Stored CRC differs from the CRC-32C of attributes..end (CRC-32 for legacy entries). The header is still "
+    "replayed (spec §6.0a.2).",
+)
+ATTRIBUTE_INVALID = rule(
+    "FMT-005",
+    "ATTRIBUTE_INVALID",
+    "ERROR",
+    "6.1",
+    "Compression codec id above 4 (ERROR); unused attribute bits 7-15 set, or the delete-horizon bit on a "
+    "topic not configured as compacted (WARN).",
+    also=("WARN",),
+)
+COUNT_INCONSISTENT = rule(
+    "FMT-007",
+    "COUNT_INCONSISTENT",
+    "ERROR",
+    "6.1",
+    "Record count negative, different from lastOffsetDelta + 1 on a non-compacted topic, or above it on a "
+    "compacted one (ERROR); zero records on a non-compacted topic (WARN).",
+    also=("WARN",),
+)
+PRODUCER_FIELDS = rule(
+    "FMT-009",
+    "PRODUCER_FIELDS",
+    "ERROR",
+    "6.1",
+    "Producer fields the broker never writes together: transactional without a producer id, a producer id "
+    "with a negative epoch, client data with a producer id and no sequence (ERROR); no producer id but an "
+    "epoch or a sequence (WARN).",
+    also=("WARN",),
+)
+CONTROL_BATCH_SHAPE = rule(
+    "FMT-010",
+    "CONTROL_BATCH_SHAPE",
+    "ERROR",
+    "6.1",
+    "Control batch not shaped like a broker-written marker: not transactional, with a sequence, compressed, "
+    "more than one record, lastOffsetDelta not 0, no producer id, an unreadable control record, or a KRaft "
+    "type on a topic partition. A control batch with zero records alone is INFO on compacted topics and "
+    "WARN otherwise.",
+    also=("WARN", "INFO"),
+)
+OFFSETS_NOT_INCREASING = rule(
+    "FMT-011",
+    "OFFSETS_NOT_INCREASING",
+    "ERROR",
+    "6.1",
+    "A batch starts at or below the last offset of the batch before it (within or across segments).",
+)
+OFFSET_GAP = rule(
+    "FMT-012",
+    "OFFSET_GAP",
+    "WARN",
+    "6.1",
+    "A batch starts more than one offset after the previous batch ends, on a topic not configured as "
+    "compacted (legal after compaction).",
+)
+LEADER_EPOCH_REGRESSION = rule(
+    "FMT-013",
+    "LEADER_EPOCH_REGRESSION",
+    "ERROR",
+    "6.1",
+    "partitionLeaderEpoch decreases along the log (ERROR), or is -1 on a client topic (WARN).",
+    also=("WARN",),
+)
+SEGMENT_BASE = rule(
+    "SEG-002",
+    "SEGMENT_BASE",
+    "ERROR",
+    "6.1",
+    "A segment's first batch ends below the segment's base offset (ERROR), or starts above it on a "
+    "non-compacted topic for a segment other than the first (WARN).",
+    also=("WARN",),
+)
+SEGMENT_OVERLAP = rule(
+    "SEG-003",
+    "SEGMENT_OVERLAP",
+    "ERROR",
+    "6.1",
+    "The last batch of a segment reaches the base offset of the next segment.",
+)
+
+
+def row_checks(settings: AuditSettings) -> list[Column]:
+    replica = [*TP, "broker_id"]
+    in_file_order = Window.partitionBy(*replica).orderBy("segment_base_offset", "position")
+    readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
+    v2 = (F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2)
+    client_topic = ~F.col("is_coordinator_topic") & ~F.col("is_kraft_topic")
+    last_segment = F.col("segment_base_offset") == F.max("segment_base_offset").over(Window.partitionBy(*replica))
+    previous = F.lag(F.when(readable, F.struct("last_offset", "partition_leader_epoch"))).over(in_file_order)
+    previous_last = F.max(F.when(readable, F.col("last_offset"))).over(
+        in_file_order.rowsBetween(Window.unboundedPreceding, -1)
+    )
+    max_leader_epoch_before = F.max(F.when(v2, F.col("partition_leader_epoch"))).over(
+        in_file_order.rowsBetween(Window.unboundedPreceding, -1)
+    )
+    segment_first = F.row_number().over(
+        Window.partitionBy(*replica, "segment_base_offset").orderBy("position")
+    ) == F.lit(1)
+    following = F.lead(F.struct("segment_base_offset", "entry_status")).over(in_file_order)
+    first_segment = F.col("segment_base_offset") == F.min("segment_base_offset").over(Window.partitionBy(*replica))
+    expected_count = F.col("last_offset_delta") + 1
+    control = v2 & F.col("is_control")
+    empty_control = control & (F.col("record_count") == 0)
+    kraft_type_on_topic = ~F.col("is_kraft_topic") & ~F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
+    control_shape_broken = (
+        ~F.col("is_transactional")
+        | (F.col("base_sequence") != -1)
+        | (F.col("compression") != 0)
+        | (F.col("record_count") > 1)
+        | (F.col("last_offset_delta") != 0)
+        | (F.col("producer_id") < 0)
+        | ((F.col("record_count") == 1) & (F.col("control_type").isNull() | kraft_type_on_topic))
+    ) & ~F.col("is_kraft_topic")
+    location = {"position": F.col("position"), "size_bytes": F.col("size_bytes"), "note": F.col("entry_note")}
+
+    return [
+        finding(
+            TRUNCATED_TAIL,
+            F.col("entry_status") == STATUS_TRUNCATED,
+            F.format_string(
+                "%d trailing bytes at position %d do not form an entry", F.col("size_bytes"), F.col("position")
+            ),
+            location,
+            severity=F.when(last_segment, F.lit("WARN")).otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            ENTRY_TOO_SMALL,
+            F.col("entry_status") == STATUS_TOO_SMALL,
+            F.format_string("entry at position %d is too small to be a batch", F.col("position")),
+            location,
+        ),
+        finding(
+            BAD_MAGIC,
+            F.col("entry_status") == STATUS_BAD_MAGIC,
+            F.format_string("magic byte %d at position %d", F.col("magic"), F.col("position")),
+            {**location, "magic": F.col("magic")},
+        ),
+        finding(
+            CRC_MISMATCH,
+            readable & (F.col("crc_valid") == F.lit(False)),
+            F.format_string("stored CRC %d does not match the batch bytes", F.col("crc")),
+            {**location, "stored_crc": F.col("crc")},
+        ),
+        finding(
+            ATTRIBUTE_INVALID,
+            v2
+            & (
+                (F.col("compression") > MAX_CODEC_ID)
+                | ((F.col("attributes").bitwiseAND(UNUSED_ATTRIBUTE_BITS)) != 0)
+                | (F.col("has_delete_horizon") & ~F.col("is_compacted"))
+            ),
+            F.format_string("attributes 0x%04x", F.col("attributes")),
+            {"attributes": F.col("attributes"), "compression": F.col("compression")},
+            severity=F.when(F.col("compression") > MAX_CODEC_ID, F.lit("ERROR")).otherwise(F.lit("WARN")),
+        ),
+        finding(
+            COUNT_INCONSISTENT,
+            v2
+            & ~F.col("is_control")
+            & (
+                (F.col("record_count") < 0)
+                | (~F.col("is_compacted") & (F.col("record_count") != expected_count))
+                | (F.col("is_compacted") & (F.col("record_count") > expected_count))
+            ),
+            F.format_string(
+                "record count %d for offsets %d..%d", F.col("record_count"), F.col("base_offset"), F.col("last_offset")
+            ),
+            {"record_count": F.col("record_count"), "last_offset_delta": F.col("last_offset_delta")},
+            severity=F.when(F.col("record_count") == 0, F.lit("WARN")).otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            PRODUCER_FIELDS,
+            v2
+            & (
+                (F.col("is_transactional") & (F.col("producer_id") < 0))
+                | ((F.col("producer_id") >= 0) & (F.col("producer_epoch") < 0))
+                | (~F.col("is_control") & client_topic & (F.col("producer_id") >= 0) & (F.col("base_sequence") < 0))
+                | (
+                    (F.col("producer_id") < 0)
+                    & ((F.col("producer_epoch") != -1) | (client_topic & (F.col("base_sequence") != -1)))
+                )
+            ),
+            F.format_string(
+                "producer id %d, epoch %d, base sequence %d",
+                F.col("producer_id"),
+                F.col("producer_epoch"),
+                F.col("base_sequence"),
+            ),
+            {"is_transactional": F.col("is_transactional")},
+            severity=F.when((F.col("producer_id") < 0) & ~F.col("is_transactional"), F.lit("WARN")).otherwise(
+                F.lit("ERROR")
+            ),
+        ),
+        finding(
+            CONTROL_BATCH_SHAPE,
+            control & (control_shape_broken | empty_control),
+            F.format_string(
+                "control batch: transactional=%s sequence=%d codec=%d records=%d control type=%s",
+                F.col("is_transactional"),
+                F.col("base_sequence"),
+                F.col("compression"),
+                F.col("record_count"),
+                F.coalesce(F.col("control_type").cast("string"), F.lit("unreadable")),
+            ),
+            {"note": F.col("entry_note"), "control_type": F.col("control_type")},
+            severity=F.when(control_shape_broken, F.lit("ERROR"))
+            .when(F.col("is_compacted"), F.lit("INFO"))
+            .otherwise(F.lit("WARN")),
+        ),
+        finding(
+            OFFSETS_NOT_INCREASING,
+            readable & (F.col("base_offset") <= previous_last),
+            F.format_string("batch starts at %d after offset %d", F.col("base_offset"), previous_last),
+            {"previous_last_offset": previous_last},
+        ),
+        finding(
+            OFFSET_GAP,
+            readable & ~F.col("is_compacted") & (F.col("base_offset") > previous["last_offset"] + 1),
+            F.format_string("offsets %d..%d are missing", previous["last_offset"] + 1, F.col("base_offset") - 1),
+            {"previous_last_offset": previous["last_offset"]},
+        ),
+        finding(
+            LEADER_EPOCH_REGRESSION,
+            v2
+            & (
+                (F.col("partition_leader_epoch") < max_leader_epoch_before)
+                | (client_topic & (F.col("partition_leader_epoch") == -1))
+            ),
+            F.format_string(
+                "partition leader epoch %d after %d", F.col("partition_leader_epoch"), max_leader_epoch_before
+            ),
+            {"previous_max_leader_epoch": max_leader_epoch_before},
+            severity=F.when(F.col("partition_leader_epoch") == -1, F.lit("WARN")).otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            SEGMENT_BASE,
+            readable
+            & segment_first
+            & (
+                (F.col("last_offset") < F.col("segment_base_offset"))
+                | (~F.col("is_compacted") & ~first_segment & (F.col("base_offset") > F.col("segment_base_offset")))
+            ),
+            F.format_string(
+                "segment %d starts with offsets %d..%d",
+                F.col("segment_base_offset"),
+                F.col("base_offset"),
+                F.col("last_offset"),
+            ),
+            {"segment_base_offset": F.col("segment_base_offset")},
+            severity=F.when(F.col("last_offset") < F.col("segment_base_offset"), F.lit("ERROR")).otherwise(
+                F.lit("WARN")
+            ),
+        ),
+        finding(
+            SEGMENT_OVERLAP,
+            readable
+            & (following["segment_base_offset"] > F.col("segment_base_offset"))
+            & (F.col("last_offset") >= following["segment_base_offset"]),
+            F.format_string(
+                "last offset %d reaches into the next segment starting at %d",
+                F.col("last_offset"),
+                following["segment_base_offset"],
+            ),
+            {"next_segment_base_offset": following["segment_base_offset"]},
+        ),
+    ]

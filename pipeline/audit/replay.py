@@ -1,0 +1,220 @@
+"""Producer-state replay of spec §6.0 with window functions, one row per batch.
+
+The broker's `ProducerAppendInfo` is a per-(partition, producer id) state machine; here each piece of its
+state is a window over the batches of one (topic, partition, producer id) ordered by offset:
+
+* fencing epoch    = running max of earlier epochs (a regression is recorded, never lowers the state, §6.0a.1)
+* epoch run        = the rows that share one fencing epoch; the 5-batch duplicate window lives in a run
+                     (it is cleared whenever the epoch changes, by data or by a marker)
+* sequence position = running max of the (unwrapped) last sequences written earlier in the run, so a
+                     forward gap moves it and a duplicate or overlap does not
+* transaction group = number of markers before the row; the data of a group up to its marker is one
+                     transaction on disk (§6.0a.3)
+
+Shuffles: `prepare_batches` hash-partitions the batches by (topic, partition) once. Every window and
+aggregation below partitions by (topic, partition, ...), which that partitioning already satisfies, so the
+whole replay costs that one exchange plus sorts, whatever the data size.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import SEQ_SPAN
+from pipeline.config import AuditSettings
+from schemas.batches import STATUS_OK
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+DUPLICATE_WINDOW = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+WRAP_JUMP = 1 << 30  # a backwards step larger than this between batches is a wrap, not a retry
+TP = ["topic", "partition"]
+TP_PID = [*TP, "producer_id"]
+ORDER = ["base_offset", "segment_base_offset", "position"]
+
+
+def _when(condition: Column, column: str) -> Column:
+    return F.when(condition, F.col(column))
+
+
+def _in(column: str, values: list[str]) -> Column:
+    return F.col(column).isin(values) if values else F.lit(False)
+
+
+def prepare_batches(batches: DataFrame, settings: AuditSettings) -> DataFrame:
+    """The one exchange: cluster by (topic, partition); flag topic kinds and the replica to audit."""
+    compacted = F.lit(False)
+    for pattern in settings.compacted_topics:
+        compacted = compacted | F.col("topic").like(_glob_to_like(pattern))
+    return (
+        batches.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+        .repartition("topic", "partition")
+        .withColumn("is_compacted", compacted)
+        .withColumn("is_coordinator_topic", _in("topic", settings.coordinator_topics))
+        .withColumn("is_kraft_topic", _in("topic", settings.kraft_topics))
+        .transform(choose_replica)
+        .withColumn("partition_max_timestamp", F.max("max_timestamp").over(Window.partitionBy(*TP)))
+    )
+
+
+def _glob_to_like(pattern: str) -> str:
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%").replace("?", "_")
+
+
+def choose_replica(df: DataFrame) -> DataFrame:
+    """Keep one replica per partition: highest leader epoch, then longest log, then lowest broker id.
+
+    Replicas of one partition can differ (followers copy what the leader wrote, but truncation and
+    unclean elections happen); auditing two copies at once would report every batch twice.
+    """
+    per_broker = Window.partitionBy(*TP, "broker_id")
+    per_partition = Window.partitionBy(*TP)
+    rank = F.struct(
+        F.max("partition_leader_epoch").over(per_broker).alias("epoch"),
+        F.max("last_offset").over(per_broker).alias("end"),
+        (-F.col("broker_id")).alias("broker"),
+    )
+    return (
+        df.withColumn("_replica_rank", rank)
+        .withColumn("_best_rank", F.max("_replica_rank").over(per_partition))
+        .where(F.col("_replica_rank") == F.col("_best_rank"))
+        .drop("_replica_rank", "_best_rank")
+    )
+
+
+def producer_rows(prepared: DataFrame) -> DataFrame:
+    """Batches that carry producer state: valid v2 entries with a producer id, KRaft logs excluded.
+
+    Empty control batches are left out: the cleaner leaves them behind and the broker ignores them.
+    """
+    return prepared.where(
+        (F.col("entry_status") == STATUS_OK)
+        & (F.col("magic") == 2)
+        & (F.col("producer_id") >= 0)
+        & ~F.col("is_kraft_topic")
+        & ~(F.col("is_control") & (F.col("record_count") == 0))
+    )
+
+
+def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
+    """Add, per batch, the state the broker held before appending it (see module docstring)."""
+    by_pid = Window.partitionBy(*TP_PID).orderBy(*ORDER)
+    before = by_pid.rowsBetween(Window.unboundedPreceding, -1)
+    upto = by_pid.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    is_data = ~F.col("is_control")
+    is_marker = F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
+
+    df = (
+        rows.withColumn("is_data", is_data)
+        .withColumn("is_marker", is_marker)
+        .withColumn("pid_row", F.row_number().over(by_pid))
+        .withColumn("state_epoch", F.max("producer_epoch").over(before))
+        .withColumn("epoch_run", F.max("producer_epoch").over(upto))
+        .withColumn("prev_timestamp", F.lag("max_timestamp").over(by_pid))
+        .withColumn("prev_last_offset", F.lag("last_offset").over(by_pid))
+        .withColumn("prev_is_marker", F.lag(is_marker).over(by_pid))
+        .withColumn("prev_control_type", F.lag("control_type").over(by_pid))
+        .withColumn("prev_epoch", F.lag("producer_epoch").over(by_pid))
+        .withColumn("state_coordinator_epoch", F.max(F.when(is_marker, F.col("coordinator_epoch"))).over(before))
+        .withColumn("txn_group", F.coalesce(F.sum(is_marker.cast("int")).over(before), F.lit(0)))
+        .withColumn("seen_txn_data", F.max(is_data & F.col("is_transactional")).over(before))
+        .withColumn("seen_plain_data", F.max(is_data & ~F.col("is_transactional")).over(before))
+    )
+
+    by_group = Window.partitionBy(*TP_PID, "txn_group").orderBy(*ORDER)
+    group_before = by_group.rowsBetween(Window.unboundedPreceding, -1)
+    txn_data = F.col("is_data") & F.col("is_transactional")
+    df = (
+        df.withColumn("txn_first_offset", F.min(F.when(txn_data, F.col("base_offset"))).over(group_before))
+        .withColumn(
+            "txn_epoch", F.min_by(_when(txn_data, "producer_epoch"), _when(txn_data, "base_offset")).over(group_before)
+        )
+        .withColumn("txn_max_epoch", F.max(_when(txn_data, "producer_epoch")).over(group_before))
+        .withColumn(
+            "txn_start_timestamp",
+            F.min_by(_when(txn_data, "max_timestamp"), _when(txn_data, "base_offset")).over(group_before),
+        )
+        .withColumn("txn_open", F.col("txn_first_offset").isNotNull())
+        .withColumn(
+            "state_expired",
+            F.col("prev_timestamp").isNotNull()
+            & ~F.col("txn_open")
+            & ((F.col("max_timestamp") - F.col("prev_timestamp")) >= F.lit(settings.producer_id_expiration_ms)),
+        )
+        .withColumn("run_first_pid_row", F.min("pid_row").over(Window.partitionBy(*TP_PID, "epoch_run")))
+    )
+    return df.transform(_with_sequence_window).transform(lambda d: _with_transaction_version(d, settings))
+
+
+def _with_sequence_window(df: DataFrame) -> DataFrame:
+    """Sequence state of the epoch run: the last five ranges and the position, over data rows only.
+
+    Rows that take part (client-topic data at the run's epoch) get their own window partition, so markers
+    and fenced (older-epoch) batches never occupy a slot of the duplicate window.
+    """
+    seq_row = F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run")) & ~F.col("is_coordinator_topic")
+    df = df.withColumn("seq_row", seq_row)
+    run = Window.partitionBy(*TP_PID, "epoch_run", "seq_row").orderBy(*ORDER)
+    run_before = run.rowsBetween(Window.unboundedPreceding, -1)
+    prev_last = F.lag("last_sequence").over(run)
+    wrap_between = (prev_last.isNotNull() & (F.col("base_sequence") < prev_last - F.lit(WRAP_JUMP))).cast("long")
+    wrap_inside = (F.col("last_sequence") < F.col("base_sequence")).cast("long")
+    df = (
+        df.withColumn("run_pos", F.row_number().over(run))
+        .withColumn("prev_last_sequence", prev_last)
+        .withColumn("wrap_between", wrap_between)
+        .withColumn("wrap_inside", wrap_inside)
+        .withColumn(
+            "wraps_before",
+            F.coalesce(F.sum("wrap_between").over(run.rowsBetween(Window.unboundedPreceding, 0)), F.lit(0))
+            + F.coalesce(F.sum("wrap_inside").over(run_before), F.lit(0)),
+        )
+        .withColumn("u_base", F.col("base_sequence").cast("long") + F.col("wraps_before") * F.lit(SEQ_SPAN))
+        .withColumn(
+            "u_last",
+            F.col("last_sequence").cast("long") + (F.col("wraps_before") + F.col("wrap_inside")) * F.lit(SEQ_SPAN),
+        )
+        .withColumn("position_before", F.max("u_last").over(run_before))
+        .withColumn("min_base_before", F.min("u_base").over(run_before))
+    )
+    window_ranges = [
+        F.struct(
+            F.lag("base_sequence", k).over(run).alias("base"),
+            F.lag("last_sequence", k).over(run).alias("last"),
+            F.lag("u_base", k).over(run).alias("u_base"),
+            F.lag("u_last", k).over(run).alias("u_last"),
+            F.lag("base_offset", k).over(run).alias("offset"),
+        )
+        for k in range(1, DUPLICATE_WINDOW + 1)
+    ]
+    return df.withColumn("window_ranges", F.filter(F.array(*window_ranges), lambda r: r["base"].isNotNull()))
+
+
+def _with_transaction_version(df: DataFrame, settings: AuditSettings) -> DataFrame:
+    """Resolve the transaction version per producer and per row.
+
+    The log does not store it (spec §6.9). `auto` reads it from COMMIT markers: TV2 bumps the epoch on
+    every commit (marker epoch = data epoch + 1), TV0/1 commits at the data epoch. Clients move to TV2 at
+    the start of a transaction and never back, so a row is judged as TV2 once a bumping commit of its
+    producer precedes it; `transaction_version` records the conclusion for the whole producer.
+    """
+    by_pid = Window.partitionBy(*TP_PID).orderBy(*ORDER)
+    per_pid = Window.partitionBy(*TP_PID)
+    closing = F.col("is_marker") & F.col("txn_open")
+    bump = F.col("producer_epoch") - F.col("txn_max_epoch")
+    tv2_commit = closing & (F.col("control_type") == CONTROL_COMMIT) & (bump == 1)
+    tv1_marker = closing & (bump == 0)
+    writes_transactions = F.max("is_transactional").over(per_pid)
+    if settings.transaction_version == "auto":
+        version = (
+            F.when(F.max(tv2_commit).over(per_pid), F.lit("2/inferred"))
+            .when(F.max(tv1_marker).over(per_pid), F.lit("1/inferred"))
+            .when(writes_transactions, F.lit("1/assumed"))
+        )
+        is_tv2 = F.coalesce(F.max(tv2_commit).over(by_pid.rowsBetween(Window.unboundedPreceding, -1)), F.lit(False))
+    else:
+        version = F.when(writes_transactions, F.lit(f"{settings.transaction_version}/configured"))
+        is_tv2 = F.lit(settings.transaction_version == "2")
+    return df.withColumn("transaction_version", version).withColumn("is_tv2", is_tv2)

@@ -1,0 +1,252 @@
+"""Transaction structure rules TXN-001..TXN-007 (spec §6.4) and per-partition transaction reconstruction."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import finding
+from pipeline.audit.registry import rule
+from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP_PID
+from pipeline.config import AuditSettings
+from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
+
+COORDINATOR_CLEANUP_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+
+NON_TXN_IN_OPEN_TXN = rule(
+    "TXN-001",
+    "NON_TXN_IN_OPEN_TXN",
+    "ERROR",
+    "6.4",
+    "A producer with an open transaction writes a non-transactional data batch; broker recovery of this log "
+    "fails on it (the check throws for every append origin).",
+)
+TRANSACTIONS_MERGED = rule(
+    "TXN-002",
+    "TRANSACTIONS_MERGED",
+    "CRITICAL",
+    "6.4",
+    "A producer's open transaction receives transactional data at a higher epoch before any marker: two "
+    "transactions share one marker (the KIP-890 hazard).",
+)
+EMPTY_TRANSACTION_MARKER = rule(
+    "TXN-003",
+    "EMPTY_TRANSACTION_MARKER",
+    "INFO",
+    "6.4",
+    "Marker for a producer with no open transaction on this partition (nothing written after the partition "
+    "was added, a re-sent marker, a TV2 retry or an admin abort). Listed in `transactions` as EMPTY.",
+)
+COORDINATOR_EPOCH_REGRESSION = rule(
+    "TXN-004",
+    "COORDINATOR_EPOCH_REGRESSION",
+    "ERROR",
+    "6.4",
+    "Marker whose coordinator epoch is lower than that of an earlier marker of the producer on this "
+    "partition: a zombie coordinator's marker.",
+)
+LONG_TRANSACTION = rule(
+    "TXN-005",
+    "LONG_TRANSACTION",
+    "WARN",
+    "6.4",
+    "Committed transaction whose data spans (first data batch timestamp to marker timestamp) longer than "
+    "transaction.max.timeout.ms plus the 10 s abort check interval: the coordinator should have aborted it.",
+)
+PID_MIXED_MODES = rule(
+    "TXN-006",
+    "PID_MIXED_MODES",
+    "WARN",
+    "6.4",
+    "The same producer id writes both non-transactional and transactional batches; reported once, at the "
+    "first batch whose mode differs from the producer's earlier batches.",
+)
+COMMIT_THEN_ABORT_SAME_EPOCH = rule(
+    "TXN-007",
+    "COMMIT_THEN_ABORT_SAME_EPOCH",
+    "WARN",
+    "6.4",
+    "TV2 producer with two markers of different types at the same epoch and no data between them.",
+)
+
+
+def _marker_type(column: str = "control_type") -> Column:
+    return F.when(F.col(column) == CONTROL_COMMIT, F.lit("COMMIT")).when(F.col(column) == CONTROL_ABORT, F.lit("ABORT"))
+
+
+def row_checks(settings: AuditSettings) -> list[Column]:
+    txn_data = F.col("is_data") & F.col("is_transactional")
+    plain_data = F.col("is_data") & ~F.col("is_transactional")
+    seen_txn = F.coalesce(F.col("seen_txn_data"), F.lit(False))
+    seen_plain = F.coalesce(F.col("seen_plain_data"), F.lit(False))
+    long_limit = settings.transaction_max_timeout_ms + COORDINATOR_CLEANUP_INTERVAL_MS
+    open_evidence = {"transaction_first_offset": F.col("txn_first_offset"), "transaction_epoch": F.col("txn_max_epoch")}
+    return [
+        finding(
+            NON_TXN_IN_OPEN_TXN,
+            plain_data & F.col("txn_open"),
+            F.format_string(
+                "non-transactional batch of producer %d inside its transaction open since offset %d",
+                F.col("producer_id"),
+                F.col("txn_first_offset"),
+            ),
+            open_evidence,
+        ),
+        finding(
+            TRANSACTIONS_MERGED,
+            txn_data & F.col("txn_open") & (F.col("producer_epoch") > F.col("txn_max_epoch")),
+            F.format_string(
+                "epoch %d data joins the transaction open since offset %d at epoch %d",
+                F.col("producer_epoch"),
+                F.col("txn_first_offset"),
+                F.col("txn_max_epoch"),
+            ),
+            open_evidence,
+        ),
+        finding(
+            EMPTY_TRANSACTION_MARKER,
+            F.col("is_marker") & ~F.col("txn_open"),
+            F.format_string(
+                "%s marker of producer %d closes no open transaction", _marker_type(), F.col("producer_id")
+            ),
+            {"marker": _marker_type(), "coordinator_epoch": F.col("coordinator_epoch")},
+        ),
+        finding(
+            COORDINATOR_EPOCH_REGRESSION,
+            F.col("is_marker") & (F.col("coordinator_epoch") < F.col("state_coordinator_epoch")),
+            F.format_string(
+                "marker coordinator epoch %d after %d", F.col("coordinator_epoch"), F.col("state_coordinator_epoch")
+            ),
+            {
+                "coordinator_epoch": F.col("coordinator_epoch"),
+                "previous_coordinator_epoch": F.col("state_coordinator_epoch"),
+            },
+        ),
+        finding(
+            LONG_TRANSACTION,
+            F.col("is_marker")
+            & F.col("txn_open")
+            & (F.col("control_type") == CONTROL_COMMIT)
+            & ((F.col("max_timestamp") - F.col("txn_start_timestamp")) > long_limit),
+            F.format_string(
+                "transaction from offset %d committed after %d ms (limit %d ms)",
+                F.col("txn_first_offset"),
+                F.col("max_timestamp") - F.col("txn_start_timestamp"),
+                F.lit(long_limit),
+            ),
+            {**open_evidence, "duration_ms": F.col("max_timestamp") - F.col("txn_start_timestamp")},
+        ),
+        finding(
+            PID_MIXED_MODES,
+            (txn_data & ~seen_txn & seen_plain) | (plain_data & ~seen_plain & seen_txn),
+            F.format_string(
+                "producer %d writes %s batches after %s ones",
+                F.col("producer_id"),
+                F.when(F.col("is_transactional"), F.lit("transactional")).otherwise(F.lit("non-transactional")),
+                F.when(F.col("is_transactional"), F.lit("non-transactional")).otherwise(F.lit("transactional")),
+            ),
+            {"is_transactional": F.col("is_transactional")},
+        ),
+        finding(
+            COMMIT_THEN_ABORT_SAME_EPOCH,
+            F.col("is_tv2")
+            & F.col("is_marker")
+            & F.coalesce(F.col("prev_is_marker"), F.lit(False))
+            & (F.col("prev_epoch") == F.col("producer_epoch"))
+            & (F.col("prev_control_type") != F.col("control_type")),
+            F.format_string(
+                "%s after %s at the same epoch %d",
+                _marker_type(),
+                _marker_type("prev_control_type"),
+                F.col("producer_epoch"),
+            ),
+            {"marker": _marker_type(), "previous_marker": _marker_type("prev_control_type")},
+        ),
+    ]
+
+
+def build_transactions(replayed: DataFrame) -> DataFrame:
+    """One row per transaction: the transactional data of a marker group plus the marker that closes it.
+
+    Groups with a marker but no transactional data are EMPTY (spec §6.0a.7); groups with data and no
+    marker are OPEN. Aggregates by (topic, partition, producer id, group): no exchange beyond the replay's.
+    """
+    txn_data = F.col("is_data") & F.col("is_transactional")
+    marker = F.col("is_marker")
+
+    def data(column: str) -> Column:
+        return F.when(txn_data, F.col(column))
+
+    def at_marker(column: str) -> Column:
+        return F.max(F.when(marker, F.col(column)))
+
+    grouped = (
+        replayed.where(txn_data | marker)
+        .groupBy(*TP_PID, "txn_group")
+        .agg(
+            F.min_by(data("producer_epoch"), data("base_offset")).alias("data_epoch"),
+            F.min(data("base_offset")).alias("first_offset"),
+            F.max(data("last_offset")).alias("last_offset"),
+            at_marker("base_offset").alias("marker_offset"),
+            at_marker("producer_epoch").alias("marker_epoch"),
+            at_marker("coordinator_epoch").alias("coordinator_epoch"),
+            at_marker("control_type").alias("control_type"),
+            at_marker("max_timestamp").alias("marker_timestamp"),
+            F.count(data("base_offset")).alias("batch_count"),
+            F.coalesce(F.sum(data("record_count")), F.lit(0)).cast("long").alias("record_count"),
+            F.min_by(data("max_timestamp"), data("base_offset")).alias("start_timestamp"),
+            F.max(data("max_timestamp")).alias("last_data_timestamp"),
+            F.first("transaction_version", ignorenulls=True).alias("transaction_version"),
+            F.first("broker_id").alias("broker_id"),
+        )
+    )
+    outcome = (
+        F.when(F.col("marker_offset").isNull(), F.lit(OUTCOME_OPEN))
+        .when(F.col("batch_count") == 0, F.lit(OUTCOME_EMPTY))
+        .when(F.col("control_type") == CONTROL_COMMIT, F.lit(OUTCOME_COMMITTED))
+        .otherwise(F.lit(OUTCOME_ABORTED))
+    )
+    end_timestamp = F.coalesce(F.col("marker_timestamp"), F.col("last_data_timestamp"))
+    return grouped.select(
+        "topic",
+        "partition",
+        "producer_id",
+        F.coalesce("data_epoch", "marker_epoch").alias("producer_epoch"),
+        "first_offset",
+        "last_offset",
+        "marker_offset",
+        "marker_epoch",
+        "coordinator_epoch",
+        outcome.alias("outcome"),
+        "batch_count",
+        "record_count",
+        "start_timestamp",
+        end_timestamp.alias("end_timestamp"),
+        (end_timestamp - F.col("start_timestamp")).alias("duration_ms"),
+        "transaction_version",
+        "broker_id",
+    )
+
+
+def build_producer_state(replayed: DataFrame) -> DataFrame:
+    """State per (topic, partition, producer id) after the last batch, as describe-producers reports it."""
+    order = F.col("base_offset")
+    accepted_data = F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
+    last_group_open = F.max_by(
+        F.when(F.col("is_marker"), F.lit(None)).otherwise(
+            F.coalesce(F.col("txn_first_offset"), F.when(F.col("is_data") & F.col("is_transactional"), order))
+        ),
+        order,
+    )
+    return replayed.groupBy(*TP_PID).agg(
+        F.max("producer_epoch").alias("producer_epoch"),
+        F.max_by(F.when(accepted_data, F.col("last_sequence")), F.when(accepted_data, order)).alias("last_sequence"),
+        F.max(F.when(F.col("is_data"), F.col("last_offset"))).alias("last_offset"),
+        F.max_by("max_timestamp", order).alias("last_timestamp"),
+        F.max(F.when(F.col("is_marker"), F.col("coordinator_epoch"))).alias("coordinator_epoch"),
+        last_group_open.alias("current_txn_start_offset"),
+        F.count(F.lit(1)).alias("batch_count"),
+        F.max("is_transactional").alias("is_transactional"),
+        F.first("transaction_version", ignorenulls=True).alias("transaction_version"),
+        F.first("broker_id").alias("broker_id"),
+    )

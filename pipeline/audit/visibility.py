@@ -1,0 +1,196 @@
+"""Read-committed visibility: LSO and hanging transactions (spec §6.5, LSO-001/002/004) and the
+per-partition summary.
+
+The high watermark is not in the segments; until replication-offset-checkpoint is ingested the log end
+offset stands in for it, so the LSO here is the first unstable offset when one exists, else the log end.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import finding
+from pipeline.audit.registry import rule
+from pipeline.audit.replay import TP
+from pipeline.config import AuditSettings
+from schemas.batches import STATUS_LEGACY, STATUS_OK
+from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_OPEN
+
+LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000  # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
+
+FIRST_UNSTABLE_OFFSET = rule(
+    "LSO-001",
+    "FIRST_UNSTABLE_OFFSET",
+    "INFO",
+    "6.5",
+    "A partition with open transactions: its first unstable offset and last stable offset, below which "
+    "read_committed consumers stop.",
+)
+LATE_OR_HANGING_TXN = rule(
+    "LSO-002",
+    "LATE_OR_HANGING_TXN",
+    "ERROR",
+    "6.5",
+    "Open transaction whose producer has been silent longer than transaction.max.timeout.ms + 5 min before "
+    "the reference time: a healthy coordinator would have aborted it, so the LSO is stuck. The evidence "
+    "holds the kafka-transactions.sh command that aborts it.",
+)
+COMPACTION_BLOCKED = rule(
+    "LSO-004",
+    "COMPACTION_BLOCKED",
+    "WARN",
+    "6.5",
+    "Compacted topic with a hanging transaction: the cleaner never cleans beyond the LSO.",
+)
+
+
+def _reference_time(reference_time_ms: int | None) -> Column:
+    """Spec §6.0 step 6: the given audit time, else the newest timestamp in the partition."""
+    if reference_time_ms is not None:
+        return F.lit(reference_time_ms).cast("long")
+    return F.col("partition_max_timestamp")
+
+
+def open_transactions(
+    transactions: DataFrame, prepared: DataFrame, settings: AuditSettings, reference_time_ms: int | None
+) -> DataFrame:
+    """Open transactions with their reference time and whether they hang."""
+    partition_facts = prepared.groupBy(*TP).agg(
+        F.max("partition_max_timestamp").alias("partition_max_timestamp"),
+        F.max("is_compacted").alias("is_compacted"),
+    )
+    limit = settings.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
+    return (
+        transactions.where(F.col("outcome") == OUTCOME_OPEN)
+        .join(partition_facts, on=TP, how="inner")
+        .withColumn("reference_time_ms", _reference_time(reference_time_ms))
+        .withColumn("silent_ms", F.col("reference_time_ms") - F.col("end_timestamp"))
+        .withColumn("is_hanging", F.col("silent_ms") > F.lit(limit))
+    )
+
+
+def transaction_findings(open_txns: DataFrame, settings: AuditSettings) -> list[Column]:
+    abort_command = F.format_string(
+        "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic %s --partition %d --start-offset %d",
+        F.col("topic"),
+        F.col("partition"),
+        F.col("base_offset"),
+    )
+    evidence = {
+        "start_offset": F.col("base_offset"),
+        "last_timestamp": F.col("end_timestamp"),
+        "reference_time_ms": F.col("reference_time_ms"),
+        "silent_ms": F.col("silent_ms"),
+        "abort_command": abort_command,
+    }
+    return [
+        finding(
+            LATE_OR_HANGING_TXN,
+            F.col("is_hanging"),
+            F.format_string(
+                "transaction of producer %d open since offset %d, silent for %d ms",
+                F.col("producer_id"),
+                F.col("base_offset"),
+                F.col("silent_ms"),
+            ),
+            evidence,
+        ),
+        finding(
+            COMPACTION_BLOCKED,
+            F.col("is_hanging") & F.col("is_compacted"),
+            F.format_string("hanging transaction at offset %d blocks compaction", F.col("base_offset")),
+            evidence,
+        ),
+    ]
+
+
+def as_finding_rows(open_txns: DataFrame) -> DataFrame:
+    """Give transaction rows the location columns every finding carries."""
+    return open_txns.select(
+        "*",
+        F.col("first_offset").alias("base_offset"),
+        F.lit(None).cast("string").alias("source_file"),
+        F.lit(None).cast("long").alias("position"),
+    ).drop("first_offset")
+
+
+def partition_offsets(prepared: DataFrame, transactions: DataFrame, open_txns: DataFrame) -> DataFrame:
+    """Per partition: log start/end, first unstable offset, LSO and transaction counts."""
+    readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
+    data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))
+    logs = prepared.groupBy(*TP).agg(
+        F.min(F.when(readable, F.col("base_offset"))).alias("log_start_offset"),
+        (F.max(F.when(readable, F.col("last_offset"))) + 1).alias("log_end_offset"),
+        F.count(F.when(readable, F.lit(1))).alias("batch_count"),
+        F.coalesce(F.sum(F.when(data, F.col("record_count"))), F.lit(0)).cast("long").alias("record_count"),
+        F.count_distinct(F.when(F.col("producer_id") >= 0, F.col("producer_id"))).alias("producer_count"),
+        F.first("broker_id").alias("broker_id"),
+    )
+    outcomes = transactions.groupBy(*TP).agg(
+        F.count(F.when(F.col("outcome") == OUTCOME_COMMITTED, 1)).alias("committed_transactions"),
+        F.count(F.when(F.col("outcome") == OUTCOME_ABORTED, 1)).alias("aborted_transactions"),
+        F.sum(F.when(F.col("outcome") == OUTCOME_ABORTED, F.col("record_count"))).alias("aborted_records"),
+    )
+    unstable = open_txns.groupBy(*TP).agg(
+        F.count(F.lit(1)).alias("open_transactions"),
+        F.count(F.when(F.col("is_hanging"), 1)).alias("hanging_transactions"),
+        F.min("first_offset").alias("open_first_offset"),
+    )
+    first_unstable = F.greatest(F.col("open_first_offset"), F.col("log_start_offset"))
+    counts = ("open_transactions", "hanging_transactions", "committed_transactions", "aborted_transactions")
+    return (
+        logs.join(outcomes, on=TP, how="left")
+        .join(unstable, on=TP, how="left")
+        .select(
+            *TP,
+            "log_start_offset",
+            "log_end_offset",
+            first_unstable.alias("first_unstable_offset"),
+            F.coalesce(first_unstable, F.col("log_end_offset")).alias("last_stable_offset"),
+            "batch_count",
+            "record_count",
+            "producer_count",
+            *[F.coalesce(F.col(name), F.lit(0)).cast("long").alias(name) for name in counts],
+            F.coalesce(F.col("aborted_records"), F.lit(0)).cast("long").alias("aborted_records"),
+            "broker_id",
+        )
+    )
+
+
+def with_finding_counts(offsets: DataFrame, findings: DataFrame) -> DataFrame:
+    """Attach the partition's finding counts by severity and by rule."""
+    by_severity = (
+        findings.groupBy(*TP, "severity")
+        .count()
+        .groupBy(*TP)
+        .agg(F.map_from_entries(F.collect_list(F.struct("severity", "count"))).alias("findings_by_severity"))
+    )
+    by_rule = (
+        findings.groupBy(*TP, "rule_code")
+        .count()
+        .groupBy(*TP)
+        .agg(F.map_from_entries(F.collect_list(F.struct("rule_code", "count"))).alias("findings_by_rule"))
+    )
+    return offsets.join(by_severity, on=TP, how="left").join(by_rule, on=TP, how="left")
+
+
+def summary_checks() -> list[Column]:
+    """LSO-001 on `partition_offsets` rows (given the finding location columns by the engine)."""
+    return [
+        finding(
+            FIRST_UNSTABLE_OFFSET,
+            F.col("open_transactions") > 0,
+            F.format_string(
+                "%d open transaction(s); first unstable offset %d, last stable offset %d",
+                F.col("open_transactions"),
+                F.col("first_unstable_offset"),
+                F.col("last_stable_offset"),
+            ),
+            {
+                "first_unstable_offset": F.col("first_unstable_offset"),
+                "last_stable_offset": F.col("last_stable_offset"),
+                "log_end_offset": F.col("log_end_offset"),
+            },
+        )
+    ]

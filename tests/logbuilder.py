@@ -1,0 +1,103 @@
+"""Build `batches` rows for one partition the way a broker would have written them, for rule tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas.batches import BATCHES, STATUS_OK
+
+INT32_MAX = 2_147_483_647
+T0 = 1_767_225_600_000
+
+
+def _last_sequence(base: int, delta: int) -> int:
+    if base < 0:
+        return -1
+    return delta - (INT32_MAX - base) - 1 if base > INT32_MAX - delta else base + delta
+
+
+@dataclass
+class PartitionLog:
+    """Appends batches at consecutive offsets; every call returns the row it added."""
+
+    topic: str = "t"
+    partition: int = 0
+    next_offset: int = 0
+    clock: int = T0
+    tick_ms: int = 1000
+    leader_epoch: int = 0
+    broker_id: int = 0
+    rows: list[dict] = field(default_factory=list)
+
+    def _row(self, **values) -> dict:
+        row = {name: None for name in BATCHES.fieldNames()}
+        row.update(
+            topic=self.topic,
+            partition=self.partition,
+            partition_leader_epoch=self.leader_epoch,
+            magic=2,
+            compression=0,
+            timestamp_type=0,
+            has_delete_horizon=False,
+            crc=0,
+            crc_valid=True,
+            entry_status=STATUS_OK,
+            segment_base_offset=0,
+            source_file=f"{self.topic}-{self.partition}/00000000000000000000.log",
+            source_format="segment",
+            broker_id=self.broker_id,
+        )
+        row.update(values)
+        row["position"] = sum(r["size_bytes"] for r in self.rows)
+        self.rows.append(row)
+        return row
+
+    def data(self, pid: int, epoch: int, seq: int, count: int = 1, txn: bool = False, at: int | None = None) -> dict:
+        self.clock = at if at is not None else self.clock + self.tick_ms
+        base = self.next_offset
+        self.next_offset += count
+        return self._row(
+            base_offset=base,
+            last_offset=base + count - 1,
+            last_offset_delta=count - 1,
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            last_sequence=_last_sequence(seq, count - 1),
+            is_transactional=txn,
+            is_control=False,
+            record_count=count,
+            base_timestamp=self.clock,
+            max_timestamp=self.clock,
+            attributes=0x10 if txn else 0,
+            batch_length=49 + 20 * count,
+            size_bytes=61 + 20 * count,
+        )
+
+    def marker(self, pid: int, epoch: int, commit: bool = True, coordinator_epoch: int = 0,
+               at: int | None = None) -> dict:
+        self.clock = at if at is not None else self.clock + self.tick_ms
+        offset = self.next_offset
+        self.next_offset += 1
+        return self._row(
+            base_offset=offset,
+            last_offset=offset,
+            last_offset_delta=0,
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=-1,
+            last_sequence=-1,
+            is_transactional=True,
+            is_control=True,
+            control_type=1 if commit else 0,
+            coordinator_epoch=coordinator_epoch,
+            record_count=1,
+            base_timestamp=self.clock,
+            max_timestamp=self.clock,
+            attributes=0x30,
+            batch_length=66,
+            size_bytes=78,
+        )
+
+    def skip(self, offsets: int) -> None:
+        self.next_offset += offsets

@@ -1,0 +1,344 @@
+"""Every registered rule fires on a log built to break it and stays silent on its near miss.
+
+All scenarios are audited together in one Spark job (one topic each) to keep the suite fast.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from logbuilder import INT32_MAX, T0, PartitionLog
+from pipeline.audit.engine import run_audit
+from pipeline.audit.registry import RULES
+from pipeline.config import AuditSettings
+from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_TOO_SMALL, STATUS_TRUNCATED
+
+DAY_MS = 86_400_000
+MINUTE_MS = 60_000
+
+
+def seq_001(log, miss):
+    log.data(1, 0, 0, 3)
+    log.data(1, 0, 3 if miss else 5, 2)
+    log.data(1, 0, 5 if miss else 7, 1)
+
+
+def seq_002(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 1, commit=False)
+    log.data(1, 1, 0 if miss else 5, 1, txn=True)
+
+
+def seq_003(log, miss):
+    log.data(1, 0, 0, 3)
+    log.data(1, 1, 0 if miss else 3, 1)
+
+
+def seq_004(log, miss):
+    log.data(1, 0, 0, 3)
+    log.data(1, 0, 3, 3)
+    if miss:
+        log.data(1, 1, 0, 3)  # a retry after an epoch bump is a new sequence space
+    else:
+        log.data(1, 0, 3, 3)
+
+
+def seq_005(log, miss):
+    log.data(1, 0, 0, 3)
+    log.data(1, 0, 3 if miss else 1, 3)
+
+
+def seq_006(log, miss):
+    log.data(1, 0, 0 if miss else 7, 1)
+    log.data(1, 0, 1 if miss else 8, 1)
+
+
+def seq_007(log, miss):
+    log.data(1, 0, 0, 1)
+    log.data(1, 0, 1 if miss else 9, 1, at=log.clock + 2 * DAY_MS)
+
+
+def seq_008(log, miss):
+    log.data(1, 0, 0 if miss else INT32_MAX - 1, 3)
+    log.data(1, 0, 3 if miss else 1, 1)
+
+
+def seq_009(log, miss):
+    log.data(1, 5, 0, 2, txn=True)
+    log.marker(1, 6, commit=True)
+    log.data(1, 6, 0 if miss else 3, 1, txn=True)
+
+
+def epo_001(log, miss):
+    log.data(1, 1, 0, 1)
+    log.data(1, 2 if miss else 0, 0 if miss else 1, 1)
+
+
+def epo_002(log, miss):
+    log.data(1, 2, 0, 1, txn=True)
+    log.marker(1, 2 if miss else 1)
+
+
+def epo_003(log, miss):
+    log.data(1, 5, 0, 1, txn=True)
+    log.marker(1, 6, commit=True)
+    log.data(1, 6, 0, 1, txn=True)
+    log.marker(1, 7 if miss else 6, commit=False)
+
+
+def epo_004(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0 if miss else 1, commit=False)
+
+
+def epo_005(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 1 if miss else 3, commit=False)
+
+
+def epo_006(log, miss):
+    log.data(1, 0, 0, 1)
+    log.data(1, 1 if miss else 3, 0, 1)
+
+
+def epo_007(log, miss):
+    log.data(1, 32767, 0, 1, txn=not miss)
+
+
+def txn_001(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    if miss:
+        log.marker(1, 0)
+    log.data(1, 0, 1, 1)
+
+
+def txn_002(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    if miss:
+        log.marker(1, 0, commit=False)
+    log.data(1, 1, 0, 1, txn=True)
+
+
+def txn_003(log, miss):
+    if miss:
+        log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0)
+
+
+def txn_004(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0, coordinator_epoch=5)
+    log.data(1, 0, 1, 1, txn=True)
+    log.marker(1, 0, coordinator_epoch=5 if miss else 3)
+
+
+def txn_005(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0, at=log.clock + (1 if miss else 20) * MINUTE_MS)
+
+
+def txn_006(log, miss):
+    if not miss:
+        log.data(1, 0, 0, 1)
+    log.data(1, 0, 0 if miss else 1, 1, txn=True)
+    log.marker(1, 0)
+
+
+def txn_007(log, miss):
+    log.data(1, 5, 0, 1, txn=True)
+    log.marker(1, 6, commit=True)
+    log.marker(1, 6, commit=miss)  # a repeated COMMIT is the KAFKA-19999 retry
+
+
+def lso_001(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    if miss:
+        log.marker(1, 0)
+
+
+def lso_002(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.data(2, 0, 0, 1, at=log.clock + (5 if miss else 30) * MINUTE_MS)
+
+
+def lso_004(log, miss):
+    log.topic = "plain-hanging" if miss else "compacted-hanging"
+    lso_002(log, miss=False)
+
+
+def fmt_001(log, miss):
+    log.data(1, 0, 0, 1)
+    if not miss:
+        log._row(entry_status=STATUS_TRUNCATED, size_bytes=30, magic=None, partition_leader_epoch=None)
+
+
+def fmt_002(log, miss):
+    log.data(1, 0, 0, 1)
+    if not miss:
+        log._row(entry_status=STATUS_TOO_SMALL, size_bytes=12, magic=None, partition_leader_epoch=None)
+
+
+def fmt_003(log, miss):
+    log.data(1, 0, 0, 1)
+    if not miss:
+        log._row(entry_status=STATUS_BAD_MAGIC, size_bytes=100, magic=7, partition_leader_epoch=None)
+
+
+def fmt_004(log, miss):
+    log.data(1, 0, 0, 1)["crc_valid"] = miss
+
+
+def fmt_005(log, miss):
+    log.data(1, 0, 0, 1)["compression"] = 4 if miss else 5
+
+
+def fmt_007(log, miss):
+    log.data(1, 0, 0, 3)["record_count"] = 3 if miss else 2
+
+
+def fmt_009(log, miss):
+    row = log.data(-1, -1, -1, 1, txn=True)
+    row["is_transactional"] = miss is False
+
+
+def fmt_010(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0)["is_transactional"] = miss
+
+
+def fmt_011(log, miss):
+    log.data(1, 0, 0, 2)
+    if not miss:
+        log.next_offset -= 1
+    log.data(2, 0, 0, 1)
+
+
+def fmt_012(log, miss):
+    log.data(1, 0, 0, 2)
+    if not miss:
+        log.skip(5)
+    log.data(2, 0, 0, 1)
+
+
+def fmt_013(log, miss):
+    log.leader_epoch = 4
+    log.data(1, 0, 0, 1)
+    log.leader_epoch = 5 if miss else 3
+    log.data(2, 0, 0, 1)
+
+
+def seg_002(log, miss):
+    log.data(1, 0, 0, 5)
+    if not miss:
+        log.skip(2)
+    first = log.data(1, 0, 5, 1)
+    first.update(segment_base_offset=5, source_file="t/00000000000000000005.log", position=0)
+
+
+def seg_003(log, miss):
+    log.data(1, 0, 0, 5)
+    nxt = log.data(1, 0, 5, 1)
+    nxt.update(segment_base_offset=5 if miss else 3, source_file="t/00000000000000000003.log", position=0)
+
+
+SCENARIOS = {
+    "SEQ-001": (seq_001, "ERROR"),
+    "SEQ-002": (seq_002, "ERROR"),
+    "SEQ-003": (seq_003, "ERROR"),
+    "SEQ-004": (seq_004, "CRITICAL"),
+    "SEQ-005": (seq_005, "CRITICAL"),
+    "SEQ-006": (seq_006, "INFO"),
+    "SEQ-007": (seq_007, "WARN"),
+    "SEQ-008": (seq_008, "INFO"),
+    "SEQ-009": (seq_009, "ERROR"),
+    "EPO-001": (epo_001, "ERROR"),
+    "EPO-002": (epo_002, "ERROR"),
+    "EPO-003": (epo_003, "ERROR"),
+    "EPO-004": (epo_004, "INFO"),
+    "EPO-005": (epo_005, "WARN"),
+    "EPO-006": (epo_006, "INFO"),
+    "EPO-007": (epo_007, "WARN"),
+    "TXN-001": (txn_001, "ERROR"),
+    "TXN-002": (txn_002, "CRITICAL"),
+    "TXN-003": (txn_003, "INFO"),
+    "TXN-004": (txn_004, "ERROR"),
+    "TXN-005": (txn_005, "WARN"),
+    "TXN-006": (txn_006, "WARN"),
+    "TXN-007": (txn_007, "WARN"),
+    "LSO-001": (lso_001, "INFO"),
+    "LSO-002": (lso_002, "ERROR"),
+    "LSO-004": (lso_004, "WARN"),
+    "FMT-001": (fmt_001, "WARN"),
+    "FMT-002": (fmt_002, "ERROR"),
+    "FMT-003": (fmt_003, "ERROR"),
+    "FMT-004": (fmt_004, "ERROR"),
+    "FMT-005": (fmt_005, "ERROR"),
+    "FMT-007": (fmt_007, "ERROR"),
+    "FMT-009": (fmt_009, "ERROR"),
+    "FMT-010": (fmt_010, "ERROR"),
+    "FMT-011": (fmt_011, "ERROR"),
+    "FMT-012": (fmt_012, "WARN"),
+    "FMT-013": (fmt_013, "ERROR"),
+    "SEG-002": (seg_002, "WARN"),
+    "SEG-003": (seg_003, "ERROR"),
+}
+
+
+def _topic(code: str, miss: bool) -> str:
+    return f"{code.lower()}-{'miss' if miss else 'fire'}"
+
+
+@pytest.fixture(scope="module")
+def findings_by_topic(spark):
+    rows = []
+    for code, (build, _) in SCENARIOS.items():
+        for miss in (False, True):
+            log = PartitionLog(topic=_topic(code, miss), clock=T0)
+            build(log, miss)
+            rows.extend(log.rows)
+    settings = AuditSettings(compacted_topics=["compacted-*"])
+    result = run_audit(spark.createDataFrame(rows, BATCHES), settings, "test-run")
+    found: dict[str, list] = {}
+    for row in result.findings.collect():
+        found.setdefault(row.topic, []).append(row)
+    result.release()
+    return found
+
+
+def test_every_registered_rule_has_a_scenario():
+    assert set(SCENARIOS) == set(RULES)
+
+
+@pytest.mark.parametrize("code", sorted(SCENARIOS))
+def test_rule_fires(code, findings_by_topic):
+    _, severity = SCENARIOS[code]
+    topic = "compacted-hanging" if code == "LSO-004" else _topic(code, False)
+    fired = [f for f in findings_by_topic.get(topic, []) if f.rule_code == code]
+    assert fired, f"{code} did not fire; found {[f.rule_code for f in findings_by_topic.get(topic, [])]}"
+    assert fired[0].severity == severity
+    assert fired[0].rule_name == RULES[code].name
+    assert fired[0].message
+
+
+@pytest.mark.parametrize("code", sorted(SCENARIOS))
+def test_rule_stays_silent_on_near_miss(code, findings_by_topic):
+    topic = "plain-hanging" if code == "LSO-004" else _topic(code, True)
+    assert [f for f in findings_by_topic.get(topic, []) if f.rule_code == code] == []
+
+
+def test_one_finding_per_cause(findings_by_topic):
+    """A duplicate is not also out of order; an overlap is not also a gap (spec §6.0a.2)."""
+    codes = sorted(f.rule_code for f in findings_by_topic[_topic("SEQ-004", False)])
+    assert codes == ["SEQ-004"]
+    codes = sorted(f.rule_code for f in findings_by_topic[_topic("SEQ-005", False)])
+    assert codes == ["SEQ-005"]
+
+
+def test_wraparound_is_in_sequence(findings_by_topic):
+    codes = {f.rule_code for f in findings_by_topic[_topic("SEQ-008", False)]}
+    assert "SEQ-001" not in codes
+
+
+def test_hanging_transaction_carries_abort_command(findings_by_topic):
+    hanging = next(f for f in findings_by_topic[_topic("LSO-002", False)] if f.rule_code == "LSO-002")
+    assert hanging.evidence["abort_command"].endswith(f"--topic {hanging.topic} --partition 0 --start-offset 0")
