@@ -50,6 +50,16 @@ class AuditSettings(_Strict):
     def is_compacted(self, topic: str) -> bool:
         return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.compacted_topics)
 
+    def broker_older_than(self, version: str) -> bool:
+        """Whether the configured broker version is below `version`; unknown means a current broker."""
+        if not self.broker_version:
+            return False
+        return _version_tuple(self.broker_version) < _version_tuple(version)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+
 
 class ReportSettings(_Strict):
     top_findings: int = 20

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -17,6 +18,8 @@ def build_session(settings: Settings) -> SparkSession:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    # Local Python workers must use this interpreter (it has pyarrow and the project installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(settings.spark.app_name)
     if settings.spark.master and not os.environ.get("SPARK_MASTER_FROM_SUBMIT"):
         builder = builder.master(settings.spark.master)

@@ -14,6 +14,7 @@ STATUS_LEGACY = "legacy"  # magic 0/1 message set: recognised and skipped for pr
 STATUS_TRUNCATED = "truncated_tail"  # FileLogInputStream stops: partial trailing entry
 STATUS_TOO_SMALL = "too_small"  # size < 14 (or v2 size < 61): the iterator cannot go on
 STATUS_BAD_MAGIC = "bad_magic"  # byte 16 not in {0, 1, 2}: the iterator cannot go on
+STATUS_UNREADABLE = "unreadable"  # the file could not be opened or read; entry_note says why
 
 BATCHES = T.StructType(
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ REALDATA = (REPO.parent / "shared" / "realdata").resolve()
 @pytest.fixture(scope="session")
 def spark():
     os.environ["SPARK_TESTING"] = "1"
+    # Python workers must run the interpreter that has the project installed, not whatever is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     session = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schemas.batches import BATCHES, STATUS_OK
+from schemas.txn_index import TXN_INDEX
 
 INT32_MAX = 2_147_483_647
 T0 = 1_767_225_600_000
@@ -18,7 +19,11 @@ def _last_sequence(base: int, delta: int) -> int:
 
 @dataclass
 class PartitionLog:
-    """Appends batches at consecutive offsets; every call returns the row it added."""
+    """Appends batches at consecutive offsets; every call returns the row it added.
+
+    Like a leader, it tracks open transactions and writes the `.txnindex` entry of every ABORT that closes
+    one (with the LSO of spec §6.0 step 4), unless told not to.
+    """
 
     topic: str = "t"
     partition: int = 0
@@ -28,6 +33,8 @@ class PartitionLog:
     leader_epoch: int = 0
     broker_id: int = 0
     rows: list[dict] = field(default_factory=list)
+    index_rows: list[dict] = field(default_factory=list)
+    open_txns: dict[int, int] = field(default_factory=dict)
 
     def _row(self, **values) -> dict:
         row = {name: None for name in BATCHES.fieldNames()}
@@ -56,6 +63,8 @@ class PartitionLog:
         self.clock = at if at is not None else self.clock + self.tick_ms
         base = self.next_offset
         self.next_offset += count
+        if txn:
+            self.open_txns.setdefault(pid, base)
         return self._row(
             base_offset=base,
             last_offset=base + count - 1,
@@ -75,10 +84,13 @@ class PartitionLog:
         )
 
     def marker(self, pid: int, epoch: int, commit: bool = True, coordinator_epoch: int = 0,
-               at: int | None = None) -> dict:
+               at: int | None = None, index: bool = True) -> dict:
         self.clock = at if at is not None else self.clock + self.tick_ms
         offset = self.next_offset
         self.next_offset += 1
+        first = self.open_txns.pop(pid, None)
+        if not commit and first is not None and index:
+            self.index_entry(pid, first, offset, min(self.open_txns.values(), default=offset + 1))
         return self._row(
             base_offset=offset,
             last_offset=offset,
@@ -98,6 +110,27 @@ class PartitionLog:
             batch_length=66,
             size_bytes=78,
         )
+
+    def index_entry(self, pid: int, first: int, last: int, lso: int, version: int = 0,
+                    segment_base_offset: int = 0) -> dict:
+        row = {name: None for name in TXN_INDEX.fieldNames()}
+        row.update(
+            topic=self.topic,
+            partition=self.partition,
+            producer_id=pid,
+            first_offset=first,
+            last_offset=last,
+            last_stable_offset=lso,
+            version=version,
+            entry_status="ok",
+            segment_base_offset=segment_base_offset,
+            position=34 * sum(1 for r in self.index_rows if r["segment_base_offset"] == segment_base_offset),
+            source_file=f"{self.topic}-{self.partition}/{segment_base_offset:020d}.txnindex",
+            source_format="segment",
+            broker_id=self.broker_id,
+        )
+        self.index_rows.append(row)
+        return row
 
     def skip(self, offsets: int) -> None:
         self.next_offset += offsets

@@ -6,12 +6,13 @@ All scenarios are audited together in one Spark job (one topic each) to keep the
 from __future__ import annotations
 
 import pytest
-
 from logbuilder import INT32_MAX, T0, PartitionLog
+
 from pipeline.audit.engine import run_audit
 from pipeline.audit.registry import RULES
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_TOO_SMALL, STATUS_TRUNCATED
+from schemas.txn_index import TXN_INDEX
 
 DAY_MS = 86_400_000
 MINUTE_MS = 60_000
@@ -241,6 +242,61 @@ def seg_003(log, miss):
     nxt.update(segment_base_offset=5 if miss else 3, source_file="t/00000000000000000003.log", position=0)
 
 
+def idx_001(log, miss):
+    log.data(1, 0, 0, 2, txn=True)
+    log.marker(1, 0, commit=False, index=miss)
+
+
+def idx_002(log, miss):
+    log.data(1, 0, 0, 2, txn=True)
+    log.data(1, 0, 2, 1, txn=True)
+    log.marker(1, 0, commit=False)
+    if not miss:
+        log.index_rows[-1]["first_offset"] = 2
+
+
+def idx_003(log, miss):
+    log.data(1, 0, 0, 2)
+    if not miss:
+        log.index_entry(1, 0, 1, 2)
+
+
+def idx_004(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.data(2, 0, 0, 1, txn=True)
+    log.marker(1, 0, commit=False)
+    assert log.index_rows[-1]["last_stable_offset"] == 1  # producer 2's transaction is still open
+    if not miss:
+        log.index_rows[-1]["last_stable_offset"] = 3
+    log.marker(2, 0)
+
+
+def idx_005(log, miss):
+    log.data(1, 0, 0, 1)
+    marker = log.marker(1, 0, commit=False)
+    if not miss:
+        log.index_entry(1, marker["base_offset"], marker["base_offset"], marker["base_offset"] + 1)
+
+
+def idx_006(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0, commit=False)
+    log.index_rows[-1]["version"] = 0 if miss else 1
+
+
+def idx_007(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0, commit=False, index=miss)
+    if not miss:
+        log.index_entry(1, 0, 1, 2, segment_base_offset=100)
+
+
+def idx_008(log, miss):
+    log.topic = "plain-cleaned-abort" if miss else "compacted-cleaned-abort"
+    log.data(1, 0, 0, 1)
+    log.marker(1, 0, commit=False)
+
+
 SCENARIOS = {
     "SEQ-001": (seq_001, "ERROR"),
     "SEQ-002": (seq_002, "ERROR"),
@@ -268,6 +324,14 @@ SCENARIOS = {
     "LSO-001": (lso_001, "INFO"),
     "LSO-002": (lso_002, "ERROR"),
     "LSO-004": (lso_004, "WARN"),
+    "IDX-001": (idx_001, "CRITICAL"),
+    "IDX-002": (idx_002, "CRITICAL"),
+    "IDX-003": (idx_003, "ERROR"),
+    "IDX-004": (idx_004, "WARN"),
+    "IDX-005": (idx_005, "WARN"),
+    "IDX-006": (idx_006, "ERROR"),
+    "IDX-007": (idx_007, "ERROR"),
+    "IDX-008": (idx_008, "INFO"),
     "FMT-001": (fmt_001, "WARN"),
     "FMT-002": (fmt_002, "ERROR"),
     "FMT-003": (fmt_003, "ERROR"),
@@ -284,25 +348,29 @@ SCENARIOS = {
 }
 
 
-def _topic(code: str, miss: bool) -> str:
-    return f"{code.lower()}-{'miss' if miss else 'fire'}"
-
-
 @pytest.fixture(scope="module")
-def findings_by_topic(spark):
-    rows = []
+def audited(spark):
+    """Findings per (code, near miss), from one audit over every scenario log."""
+    rows, index_rows, topics = [], [], {}
     for code, (build, _) in SCENARIOS.items():
         for miss in (False, True):
-            log = PartitionLog(topic=_topic(code, miss), clock=T0)
+            log = PartitionLog(topic=f"{code.lower()}-{'miss' if miss else 'fire'}", clock=T0)
             build(log, miss)
             rows.extend(log.rows)
+            index_rows.extend(log.index_rows)
+            topics[code, miss] = log.topic
     settings = AuditSettings(compacted_topics=["compacted-*"])
-    result = run_audit(spark.createDataFrame(rows, BATCHES), settings, "test-run")
-    found: dict[str, list] = {}
+    result = run_audit(
+        spark.createDataFrame(rows, BATCHES),
+        settings,
+        "test-run",
+        txn_index=spark.createDataFrame(index_rows, TXN_INDEX),
+    )
+    by_topic: dict[str, list] = {}
     for row in result.findings.collect():
-        found.setdefault(row.topic, []).append(row)
+        by_topic.setdefault(row.topic, []).append(row)
     result.release()
-    return found
+    return {key: by_topic.get(topic, []) for key, topic in topics.items()}
 
 
 def test_every_registered_rule_has_a_scenario():
@@ -310,35 +378,36 @@ def test_every_registered_rule_has_a_scenario():
 
 
 @pytest.mark.parametrize("code", sorted(SCENARIOS))
-def test_rule_fires(code, findings_by_topic):
+def test_rule_fires(code, audited):
     _, severity = SCENARIOS[code]
-    topic = "compacted-hanging" if code == "LSO-004" else _topic(code, False)
-    fired = [f for f in findings_by_topic.get(topic, []) if f.rule_code == code]
-    assert fired, f"{code} did not fire; found {[f.rule_code for f in findings_by_topic.get(topic, [])]}"
+    fired = [f for f in audited[code, False] if f.rule_code == code]
+    assert fired, f"{code} did not fire; found {[f.rule_code for f in audited[code, False]]}"
     assert fired[0].severity == severity
     assert fired[0].rule_name == RULES[code].name
     assert fired[0].message
 
 
 @pytest.mark.parametrize("code", sorted(SCENARIOS))
-def test_rule_stays_silent_on_near_miss(code, findings_by_topic):
-    topic = "plain-hanging" if code == "LSO-004" else _topic(code, True)
-    assert [f for f in findings_by_topic.get(topic, []) if f.rule_code == code] == []
+def test_rule_stays_silent_on_near_miss(code, audited):
+    assert [f for f in audited[code, True] if f.rule_code == code] == []
 
 
-def test_one_finding_per_cause(findings_by_topic):
+def test_one_finding_per_cause(audited):
     """A duplicate is not also out of order; an overlap is not also a gap (spec §6.0a.2)."""
-    codes = sorted(f.rule_code for f in findings_by_topic[_topic("SEQ-004", False)])
-    assert codes == ["SEQ-004"]
-    codes = sorted(f.rule_code for f in findings_by_topic[_topic("SEQ-005", False)])
-    assert codes == ["SEQ-005"]
+    assert sorted(f.rule_code for f in audited["SEQ-004", False]) == ["SEQ-004"]
+    assert sorted(f.rule_code for f in audited["SEQ-005", False]) == ["SEQ-005"]
 
 
-def test_wraparound_is_in_sequence(findings_by_topic):
-    codes = {f.rule_code for f in findings_by_topic[_topic("SEQ-008", False)]}
-    assert "SEQ-001" not in codes
+def test_wraparound_is_in_sequence(audited):
+    assert "SEQ-001" not in {f.rule_code for f in audited["SEQ-008", False]}
 
 
-def test_hanging_transaction_carries_abort_command(findings_by_topic):
-    hanging = next(f for f in findings_by_topic[_topic("LSO-002", False)] if f.rule_code == "LSO-002")
+def test_clean_transactional_logs_leave_only_informational_findings(audited):
+    """The near misses of the transaction and index rules are correct logs: nothing above INFO."""
+    for code in ("TXN-003", "EPO-004", "IDX-001", "IDX-002", "IDX-004", "IDX-006"):
+        assert [f.rule_code for f in audited[code, True] if f.severity != "INFO"] == [], code
+
+
+def test_hanging_transaction_carries_abort_command(audited):
+    hanging = next(f for f in audited["LSO-002", False] if f.rule_code == "LSO-002")
     assert hanging.evidence["abort_command"].endswith(f"--topic {hanging.topic} --partition 0 --start-offset 0")

@@ -1,9 +1,10 @@
 """Audit entry point: batches in, findings / transactions / producer_state / partition_summary out.
 
-Shuffle budget (fixed, whatever the data size): one hash exchange on (topic, partition) in
-`prepare_batches`; every window, aggregation and join after it is keyed by (topic, partition, ...), so it
-runs inside that partitioning with sorts only. The prepared and replayed batches are persisted because
-every output table reads them.
+Shuffle budget (fixed, whatever the data size): one hash exchange of the batches on (topic, partition)
+in `prepare_batches`; every per-batch window and aggregation after it is keyed by (topic, partition, ...),
+so it runs inside that partitioning with sorts only. The `.txnindex` comparison adds a few exchanges of
+transaction-level rows (ABORTs and index entries), never of batches. The prepared and replayed batches
+are persisted because every output table reads them.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit import epochs, integrity, sequences, transactions, visibility
+from pipeline.audit import epochs, integrity, sequences, transactions, txnindex, visibility
 from pipeline.audit.columns import explode_findings
-from pipeline.audit.replay import prepare_batches, producer_rows, with_producer_state
+from pipeline.audit.replay import TP, prepare_batches, producer_rows, with_producer_state
 from pipeline.config import AuditSettings
 from schemas.findings import FINDINGS
 from schemas.partition_summary import PARTITION_SUMMARY
@@ -56,9 +57,28 @@ def _partition_locations(offsets: DataFrame) -> DataFrame:
     )
 
 
+def _txn_index_findings(
+    txn_index: DataFrame, prepared: DataFrame, txns: DataFrame, offsets: DataFrame, settings: AuditSettings
+) -> DataFrame:
+    """IDX rules: the written .txnindex against the entries the ABORT markers imply."""
+    replicas = txnindex.audited_replicas(prepared)
+    entries = txnindex.audited_entries(txn_index, replicas)
+    located, file_checks = txnindex.file_checks(entries, txnindex.segment_ranges(prepared))
+    partitions = offsets.select(*TP, "log_start_offset").join(replicas.drop("broker_id"), on=TP, how="inner")
+    compared, comparison_checks = txnindex.comparison_checks(
+        txnindex.expected_entries(txns), entries, txns, partitions, settings.broker_older_than("2.8")
+    )
+    return explode_findings(located, file_checks).unionByName(explode_findings(compared, comparison_checks))
+
+
 def run_audit(
-    batches: DataFrame, settings: AuditSettings, run_id: str, reference_time_ms: int | None = None
+    batches: DataFrame,
+    settings: AuditSettings,
+    run_id: str,
+    reference_time_ms: int | None = None,
+    txn_index: DataFrame | None = None,
 ) -> AuditResult:
+    """Audit `batches`; with `txn_index` (the `.txnindex` entries of the same log dirs) the IDX rules run too."""
     prepared = prepare_batches(batches, settings).persist(StorageLevel.MEMORY_AND_DISK)
     replayed = with_producer_state(producer_rows(prepared), settings).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -77,6 +97,8 @@ def run_audit(
         )
         .unionByName(explode_findings(_partition_locations(offsets), visibility.summary_checks()))
     )
+    if txn_index is not None:
+        findings = findings.unionByName(_txn_index_findings(txn_index, prepared, txns, offsets, settings))
     summary = visibility.with_finding_counts(offsets, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),

@@ -72,14 +72,6 @@ TXN_EPOCH_MAX = rule(
 )
 
 
-def _broker_before_4_2(settings: AuditSettings) -> bool:
-    if not settings.broker_version:
-        return False
-    major, _, rest = settings.broker_version.partition(".")
-    minor = rest.split(".")[0] or "0"
-    return (int(major), int(minor)) < (4, 2)
-
-
 def row_checks(settings: AuditSettings) -> list[Column]:
     known = F.col("state_epoch").isNotNull()
     closing = F.col("is_marker") & F.col("txn_open")
@@ -125,7 +117,7 @@ def row_checks(settings: AuditSettings) -> list[Column]:
                 F.col("producer_epoch") + 1,
             ),
             marker_evidence,
-            severity=F.lit("WARN" if _broker_before_4_2(settings) else "ERROR"),
+            severity=F.lit("WARN" if settings.broker_older_than("4.2") else "ERROR"),
         ),
         finding(
             FENCE_ABORT,

@@ -169,7 +169,9 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
     """One row per transaction: the transactional data of a marker group plus the marker that closes it.
 
     Groups with a marker but no transactional data are EMPTY (spec §6.0a.7); groups with data and no
-    marker are OPEN. Aggregates by (topic, partition, producer id, group): no exchange beyond the replay's.
+    marker are OPEN. The marker's control type and segment ride along for the
+    `.txnindex` comparison. Aggregates by (topic, partition, producer id, group): no exchange beyond the
+    replay's.
     """
     txn_data = F.col("is_data") & F.col("is_transactional")
     marker = F.col("is_marker")
@@ -192,6 +194,7 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
             at_marker("coordinator_epoch").alias("coordinator_epoch"),
             at_marker("control_type").alias("control_type"),
             at_marker("max_timestamp").alias("marker_timestamp"),
+            at_marker("segment_base_offset").alias("marker_segment_base_offset"),
             F.count(data("base_offset")).alias("batch_count"),
             F.coalesce(F.sum(data("record_count")), F.lit(0)).cast("long").alias("record_count"),
             F.min_by(data("max_timestamp"), data("base_offset")).alias("start_timestamp"),
@@ -225,6 +228,8 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
         (end_timestamp - F.col("start_timestamp")).alias("duration_ms"),
         "transaction_version",
         "broker_id",
+        "control_type",
+        "marker_segment_base_offset",
     )
 
 

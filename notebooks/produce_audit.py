@@ -1,0 +1,63 @@
+# Databricks notebook source
+# MAGIC %md
+# MAGIC # produce-audit
+# MAGIC Audit Kafka produce logs (idempotence, fencing, transactions) and explore the findings.
+# MAGIC Point `log_roots` at copied broker log directories (one per broker, or a root holding several),
+# MAGIC `kafka-dump-log` text, or columnar exports; tables are written under `warehouse`.
+# MAGIC On Databricks the native Delta backend is used; elsewhere tables are committed with delta-rs.
+
+# COMMAND ----------
+
+# MAGIC %pip install produce-audit
+
+# COMMAND ----------
+
+dbutils.widgets.text("log_roots", "", "Log roots (comma separated)")  # noqa: F821
+dbutils.widgets.text("warehouse", "/tmp/produce-audit/warehouse", "Warehouse")  # noqa: F821
+dbutils.widgets.text("reference_time", "", "Reference time (ISO-8601 or epoch ms, empty = newest timestamp)")  # noqa: F821
+
+# COMMAND ----------
+
+from pipeline.cli import main  # noqa: E402
+
+log_roots = [p.strip() for p in dbutils.widgets.get("log_roots").split(",") if p.strip()]  # noqa: F821
+warehouse = dbutils.widgets.get("warehouse")  # noqa: F821
+args = ["run", "--warehouse", warehouse, "--fail-on", "never"]
+for root in log_roots:
+    args += ["--input", root]
+if dbutils.widgets.get("reference_time"):  # noqa: F821
+    args += ["--reference-time", dbutils.widgets.get("reference_time")]  # noqa: F821
+exit_code = main(args)
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Findings of the latest run, most severe first
+
+# COMMAND ----------
+
+from pipeline.tables.store import TableStore  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+store = TableStore(spark, warehouse)  # noqa: F821
+findings = store.read("findings")
+severity_rank = F.expr("array_position(array('INFO','WARN','ERROR','CRITICAL'), severity)")
+display(findings.orderBy(severity_rank.desc(), "topic", "partition", "base_offset"))  # noqa: F821
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Open and hanging transactions, with the command that aborts each
+
+# COMMAND ----------
+
+display(  # noqa: F821
+    findings.where(F.col("rule_code") == "LSO-002").select(
+        "topic", "partition", "producer_id", "producer_epoch", "base_offset", F.col("evidence")["abort_command"]
+    )
+)
+
+# COMMAND ----------
+
+display(store.read("partition_summary").orderBy("topic", "partition"))  # noqa: F821
+display(store.read("transactions").groupBy("topic", "outcome").count())  # noqa: F821

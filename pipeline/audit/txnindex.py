@@ -1,0 +1,348 @@
+"""Aborted-transaction index rules IDX-001..IDX-008 (spec §6.5): the `.txnindex` the broker wrote,
+compared with the one the markers imply.
+
+The txnindex is the only thing that hides aborted data from read_committed consumers (spec §2.9), so
+every ABORT that closed a transaction must have an entry `(pid, first offset, marker offset, lso)` in the
+index of the segment holding the marker. `lso(m)` is the closed form of
+`ProducerStateManager.lastStableOffset` (spec §6.0 step 4): the first offset of the earliest transaction
+of another producer still open at `m`, else `m + 1`.
+
+Computing it without a self-join: order a partition's transactions by first offset and take the running
+max of their end (marker offset; open transactions never end). The first transaction whose running max
+passes `m` is the earliest one still open at `m`; the transaction that `m` closes ends exactly at `m`, so
+it never qualifies. An as-of lookup over one sorted stream of transactions and ABORT markers finds it.
+
+Checked only for partitions read from log directories (`source_format = segment`): dump text and columnar
+exports do not carry the index files.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import finding
+from pipeline.audit.registry import rule
+from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP
+from schemas.transactions import OUTCOME_ABORTED, OUTCOME_EMPTY
+
+NEVER = (1 << 63) - 1
+ENTRY_OK = "ok"
+
+MISSING_ABORT_ENTRY = rule(
+    "IDX-001",
+    "MISSING_ABORT_ENTRY",
+    "CRITICAL",
+    "6.5",
+    "ABORT marker closing a transaction with retained data, and no entry with its producer id and marker "
+    "offset in the .txnindex of the segment holding the marker: read_committed consumers see the aborted "
+    "records.",
+)
+WRONG_FIRST_OFFSET = rule(
+    "IDX-002",
+    "WRONG_FIRST_OFFSET",
+    "CRITICAL",
+    "6.5",
+    "Entry for the ABORT marker whose first offset differs from the aborted transaction's first offset "
+    "(higher: leading aborted batches are visible; lower: committed batches of the producer may be hidden). "
+    "Not raised when the entry's first offset lies below the log start (the beginning was deleted).",
+)
+ORPHAN_ENTRY = rule(
+    "IDX-003",
+    "ORPHAN_ENTRY",
+    "ERROR",
+    "6.5",
+    "Entry whose last offset is not an ABORT marker of the same producer that closed a transaction. "
+    "CRITICAL when it points at a COMMIT marker (committed data hidden from read_committed consumers).",
+    also=("CRITICAL",),
+)
+WRONG_LSO = rule(
+    "IDX-004",
+    "WRONG_LSO",
+    "WARN",
+    "6.5",
+    "Entry whose last stable offset differs from lso(m). INFO when it equals the first offset of a "
+    "transaction that started after the marker (a follower replaying a fetched chunk records that).",
+    also=("INFO",),
+)
+LEGACY_EMPTY_ENTRY = rule(
+    "IDX-005",
+    "LEGACY_EMPTY_ENTRY",
+    "WARN",
+    "6.5",
+    "Entry with first offset = last offset = an ABORT marker that closed no transaction: brokers before 2.8 "
+    "wrote these (INFO when audit.broker_version is below 2.8).",
+    also=("INFO",),
+)
+INDEX_FILE_CORRUPT = rule(
+    "IDX-006",
+    "INDEX_FILE_CORRUPT",
+    "ERROR",
+    "6.5",
+    "A .txnindex whose size is not a multiple of 34, or an entry with version not 0, a last offset not "
+    "above the previous entry's, a last offset below the segment base, or first offset above last offset.",
+)
+ENTRY_IN_WRONG_SEGMENT = rule(
+    "IDX-007",
+    "ENTRY_IN_WRONG_SEGMENT",
+    "ERROR",
+    "6.5",
+    "Entry whose marker offset lies outside the offset range of the segment owning the .txnindex; the "
+    "fetch path may never search that file for it.",
+)
+ABORT_DATA_CLEANED = rule(
+    "IDX-008",
+    "ABORT_DATA_CLEANED",
+    "INFO",
+    "6.5",
+    "Compacted topic: an ABORT marker whose data the cleaner removed, with no entry (legal).",
+)
+
+
+def expected_entries(transactions: DataFrame) -> DataFrame:
+    """One row per ABORT that closed a transaction: the txnindex entry the broker must have written."""
+    started = transactions.where(F.col("outcome") != OUTCOME_EMPTY).select(
+        *TP,
+        F.col("first_offset").alias("key"),
+        F.coalesce(F.col("marker_offset"), F.lit(NEVER)).alias("ends_at"),
+    )
+    by_start = Window.partitionBy(*TP).orderBy("key").rowsBetween(Window.unboundedPreceding, 0)
+    still_open_after = started.select(
+        *TP,
+        F.max("ends_at").over(by_start).alias("key"),
+        F.lit(0).alias("kind"),
+        F.col("key").alias("start"),
+        *[F.lit(None).cast(t).alias(c) for c, t in _ABORT_COLUMNS],
+    )
+    aborts = transactions.where(F.col("outcome") == OUTCOME_ABORTED).select(
+        *TP,
+        F.col("marker_offset").alias("key"),
+        F.lit(1).alias("kind"),
+        F.lit(None).cast("long").alias("start"),
+        *[F.col(c).cast(t).alias(c) for c, t in _ABORT_COLUMNS],
+    )
+    following = Window.partitionBy(*TP).orderBy("key", "kind").rowsBetween(1, Window.unboundedFollowing)
+    earliest_open = F.min("start").over(following)
+    return (
+        still_open_after.unionByName(aborts)
+        .withColumn("earliest_open", earliest_open)
+        .where(F.col("kind") == 1)
+        .select(
+            *TP,
+            *[c for c, _ in _ABORT_COLUMNS],
+            F.when(F.col("earliest_open") < F.col("marker_offset"), F.col("earliest_open"))
+            .otherwise(F.col("marker_offset") + 1)
+            .alias("expected_lso"),
+        )
+    )
+
+
+_ABORT_COLUMNS = (
+    ("producer_id", "long"),
+    ("producer_epoch", "int"),
+    ("first_offset", "long"),
+    ("marker_offset", "long"),
+    ("marker_segment_base_offset", "long"),
+    ("broker_id", "int"),
+)
+
+
+def audited_replicas(prepared: DataFrame) -> DataFrame:
+    """Replicas the audit reads that came from log directories, where .txnindex files sit beside segments."""
+    return (
+        prepared.where(F.col("source_format") == "segment")
+        .groupBy(*TP, "broker_id")
+        .agg(F.max("is_compacted").alias("is_compacted"))
+        .withColumn("has_index_files", F.lit(True))
+    )
+
+
+def audited_entries(txn_index: DataFrame, replicas: DataFrame) -> DataFrame:
+    """Index entries of the audited replica of each partition."""
+    return txn_index.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1))).join(
+        replicas.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner"
+    )
+
+
+def file_checks(entries: DataFrame, segments: DataFrame) -> tuple[DataFrame, list[Column]]:
+    """IDX-006/007 per entry, in file order, with the owning segment's offset range."""
+    in_file = Window.partitionBy(*TP, "broker_id", "source_file").orderBy("position")
+    previous_last = F.lag("last_offset").over(in_file)
+    located = (
+        entries.join(segments, on=[*TP, "broker_id", "segment_base_offset"], how="left")
+        .withColumn("base_offset", F.col("last_offset"))
+        .withColumn("producer_epoch", F.lit(None).cast("int"))
+    )
+    corrupt = (
+        (F.col("entry_status") != ENTRY_OK)
+        | (F.col("version") != 0)
+        | (F.col("last_offset") <= previous_last)
+        | (F.col("last_offset") < F.col("segment_base_offset"))
+        | (F.col("first_offset") > F.col("last_offset"))
+    )
+    outside = (F.col("entry_status") == ENTRY_OK) & (
+        (F.col("last_offset") < F.col("segment_base_offset")) | (F.col("last_offset") >= F.col("next_segment_base"))
+    )
+    return located, [
+        finding(
+            INDEX_FILE_CORRUPT,
+            corrupt,
+            F.format_string(
+                "txnindex entry at byte %d: status %s, version %s, first %s, last %s (previous last %s)",
+                F.col("position"),
+                F.col("entry_status"),
+                F.col("version").cast("string"),
+                F.col("first_offset").cast("string"),
+                F.col("last_offset").cast("string"),
+                previous_last.cast("string"),
+            ),
+            {"previous_last_offset": previous_last, "segment_base_offset": F.col("segment_base_offset")},
+        ),
+        finding(
+            ENTRY_IN_WRONG_SEGMENT,
+            outside,
+            F.format_string(
+                "entry for marker offset %d sits in the index of segment %d (next segment starts at %s)",
+                F.col("last_offset"),
+                F.col("segment_base_offset"),
+                F.col("next_segment_base").cast("string"),
+            ),
+            {"segment_base_offset": F.col("segment_base_offset"), "next_segment_base": F.col("next_segment_base")},
+        ),
+    ]
+
+
+def segment_ranges(prepared: DataFrame) -> DataFrame:
+    """Segments of each audited replica with the base offset of the segment after them."""
+    following = Window.partitionBy(*TP, "broker_id").orderBy("segment_base_offset")
+    return (
+        prepared.groupBy(*TP, "broker_id", "segment_base_offset")
+        .count()
+        .select(
+            *TP,
+            "broker_id",
+            "segment_base_offset",
+            F.coalesce(F.lead("segment_base_offset").over(following), F.lit(NEVER)).alias("next_segment_base"),
+        )
+    )
+
+
+def comparison_checks(
+    expected: DataFrame, entries: DataFrame, transactions: DataFrame, offsets: DataFrame, broker_before_2_8: bool
+) -> tuple[DataFrame, list[Column]]:
+    """Match the entries the markers imply with the entries written, on (partition, pid, marker offset).
+
+    Empty ABORT markers are candidates too: pre-2.8 brokers wrote an entry for them (IDX-005), and on
+    compacted topics a missing entry is the cleaner's doing (IDX-008).
+    """
+    empty_aborts = transactions.where(
+        (F.col("outcome") == OUTCOME_EMPTY) & (F.col("control_type") == CONTROL_ABORT)
+    ).select(*TP, "producer_id", "producer_epoch", "marker_offset", "broker_id", F.lit(True).alias("is_empty_abort"))
+    candidates = expected.withColumn("is_empty_abort", F.lit(False)).unionByName(empty_aborts, allowMissingColumns=True)
+    written = entries.where(F.col("entry_status") == ENTRY_OK).select(
+        *TP,
+        "producer_id",
+        F.col("last_offset").alias("marker_offset"),
+        F.col("first_offset").alias("entry_first_offset"),
+        F.col("last_stable_offset").alias("entry_lso"),
+        "source_file",
+        "position",
+        F.col("broker_id").alias("entry_broker_id"),
+    )
+    commit_markers = transactions.where(F.col("control_type") == CONTROL_COMMIT).select(
+        *TP, "producer_id", "marker_offset", F.lit(True).alias("points_at_commit")
+    )
+    later_starts = (
+        transactions.where(F.col("outcome") != OUTCOME_EMPTY)
+        .select(*TP, F.col("first_offset").alias("entry_lso"), F.lit(True).alias("lso_is_a_start"))
+        .distinct()
+    )
+    partitions = offsets.select(*TP, "log_start_offset", "is_compacted", "has_index_files")
+    joined = (
+        candidates.join(written, on=[*TP, "producer_id", "marker_offset"], how="full_outer")
+        .join(commit_markers, on=[*TP, "producer_id", "marker_offset"], how="left")
+        .join(later_starts, on=[*TP, "entry_lso"], how="left")
+        .join(partitions, on=TP, how="inner")
+        .where(F.col("has_index_files"))
+        .withColumn("broker_id", F.coalesce("broker_id", "entry_broker_id"))
+        .withColumn("base_offset", F.col("marker_offset"))
+        .withColumn("last_offset", F.col("marker_offset"))
+    )
+    is_written = F.col("entry_first_offset").isNotNull()
+    is_expected = F.col("expected_lso").isNotNull()
+    is_empty_abort = F.coalesce(F.col("is_empty_abort"), F.lit(False))
+    legacy_empty = is_empty_abort & (F.col("entry_first_offset") == F.col("marker_offset"))
+    evidence = {
+        "expected_first_offset": F.col("first_offset"),
+        "entry_first_offset": F.col("entry_first_offset"),
+        "expected_lso": F.col("expected_lso"),
+        "entry_lso": F.col("entry_lso"),
+    }
+    return joined, [
+        finding(
+            MISSING_ABORT_ENTRY,
+            is_expected & ~is_written,
+            F.format_string(
+                "no .txnindex entry for the ABORT at offset %d (producer %d, transaction from offset %d)",
+                F.col("marker_offset"),
+                F.col("producer_id"),
+                F.col("first_offset"),
+            ),
+            evidence,
+        ),
+        finding(
+            WRONG_FIRST_OFFSET,
+            is_expected
+            & is_written
+            & (F.col("entry_first_offset") != F.col("first_offset"))
+            & (F.col("entry_first_offset") >= F.col("log_start_offset")),
+            F.format_string(
+                "txnindex entry for the ABORT at %d starts at %d, the transaction at %d",
+                F.col("marker_offset"),
+                F.col("entry_first_offset"),
+                F.col("first_offset"),
+            ),
+            evidence,
+        ),
+        finding(
+            ORPHAN_ENTRY,
+            ~is_expected & is_written & ~legacy_empty,
+            F.format_string(
+                "txnindex entry (producer %d, offsets %d..%d) matches no ABORT of that producer that closed a "
+                "transaction",
+                F.col("producer_id"),
+                F.col("entry_first_offset"),
+                F.col("marker_offset"),
+            ),
+            evidence,
+            severity=F.when(F.col("points_at_commit"), F.lit("CRITICAL")).otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            WRONG_LSO,
+            is_expected & is_written & (F.col("entry_lso") != F.col("expected_lso")),
+            F.format_string(
+                "txnindex entry for the ABORT at %d records LSO %d, expected %d",
+                F.col("marker_offset"),
+                F.col("entry_lso"),
+                F.col("expected_lso"),
+            ),
+            evidence,
+            severity=F.when(
+                F.coalesce(F.col("lso_is_a_start"), F.lit(False)) & (F.col("entry_lso") > F.col("marker_offset")),
+                F.lit("INFO"),
+            ).otherwise(F.lit("WARN")),
+        ),
+        finding(
+            LEGACY_EMPTY_ENTRY,
+            is_written & legacy_empty,
+            F.format_string("txnindex entry for the ABORT at %d that closed no transaction", F.col("marker_offset")),
+            evidence,
+            severity=F.lit("INFO" if broker_before_2_8 else "WARN"),
+        ),
+        finding(
+            ABORT_DATA_CLEANED,
+            is_empty_abort & ~is_written & F.col("is_compacted"),
+            F.format_string("ABORT at %d has no data left and no txnindex entry", F.col("marker_offset")),
+            evidence,
+        ),
+    ]

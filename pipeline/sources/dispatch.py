@@ -1,0 +1,146 @@
+"""One entry point for every kind of input: Kafka log directories, dump text and columnar exports.
+
+Inputs are classified on the driver from file listings alone (Hadoop FileSystem, so local paths and
+URIs such as s3a:// or abfss:// behave alike); no file content is read here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import PurePosixPath
+
+from py4j.java_gateway import JavaObject
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import DataFrame, SparkSession
+
+from pipeline.config import Settings
+from pipeline.errors import InputError
+from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, read_columnar
+from pipeline.sources.dumplog import read_dumplog
+
+DUMP_SUFFIXES = (".txt", ".dump", ".out")
+ACCEPTED = (
+    "accepted inputs: a Kafka log directory (a `<topic>-<partition>` directory of `<20 digits>.log` segments, "
+    "a log.dirs directory of them, or a directory of broker directories), kafka-dump-log text files "
+    f"({', '.join('*' + suffix for suffix in DUMP_SUFFIXES)}), columnar `batches` exports "
+    f"({', '.join('*' + suffix for suffix in FORMATS_BY_SUFFIX)}), or directories of such files"
+)
+
+_SEGMENT_FILE = re.compile(r"\d{20}\.log")
+_PARTITION_DIR = re.compile(r".+-\d+(?:\.\w+-(?:delete|future|stray))?")
+
+
+@dataclass
+class InputPlan:
+    """Which reader gets which path; paths keep the spelling the caller gave."""
+
+    segment_roots: list[str] = field(default_factory=list)
+    dump_files: list[str] = field(default_factory=list)
+    columnar_paths: list[str] = field(default_factory=list)
+
+
+def _is_dump(name: str) -> bool:
+    return PurePosixPath(name).suffix.lower() in DUMP_SUFFIXES
+
+
+def _is_hidden(relative_path: str) -> bool:
+    """Hidden or `_`-prefixed files and directories (_SUCCESS, .crc, _delta_log) are not data, as in Spark."""
+    return any(part.startswith((".", "_")) for part in relative_path.split("/"))
+
+
+class _Lister:
+    """Driver-side listing through the Hadoop FileSystem of each path's scheme."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm = spark._jvm
+        self._hadoop_conf = spark._jsc.hadoopConfiguration()
+
+    def classify(self, path: str, plan: InputPlan) -> None:
+        try:
+            jpath = self._jvm.org.apache.hadoop.fs.Path(path)
+            fs = jpath.getFileSystem(self._hadoop_conf)
+            if not fs.exists(jpath):
+                raise InputError(path, "does not exist")
+            if fs.getFileStatus(jpath).isFile():
+                self._classify_file(path, plan)
+            else:
+                self._classify_directory(path, fs, jpath, plan)
+        except Py4JJavaError as exc:
+            raise InputError(path, f"cannot be listed: {exc.java_exception.getMessage()}") from None
+
+    @staticmethod
+    def _classify_file(path: str, plan: InputPlan) -> None:
+        if _is_dump(path):
+            plan.dump_files.append(path)
+        elif columnar_format(path):
+            plan.columnar_paths.append(path)
+        else:
+            raise InputError(path, f"unrecognised file type; {ACCEPTED}")
+
+    @staticmethod
+    def _classify_directory(path: str, fs: JavaObject, jpath: JavaObject, plan: InputPlan) -> None:
+        root = fs.makeQualified(jpath).toString().rstrip("/")
+        dumps: list[str] = []
+        columnar: list[str] = []
+        others = 0
+        files = fs.listFiles(jpath, True)
+        while files.hasNext():
+            file_path = files.next().getPath()
+            name, parent = file_path.getName(), file_path.getParent().getName()
+            if _SEGMENT_FILE.fullmatch(name) and _PARTITION_DIR.fullmatch(parent):
+                # Kafka data: the segment reader walks the directory itself.
+                plan.segment_roots.append(path)
+                return
+            relative = file_path.toString()[len(root) + 1 :]
+            if _is_hidden(relative):
+                continue
+            display = f"{path.rstrip('/')}/{relative}"
+            if _is_dump(name):
+                dumps.append(display)
+            elif columnar_format(name):
+                columnar.append(display)
+            else:
+                others += 1
+        if not dumps and not columnar:
+            raise InputError(path, f"holds no Kafka segments, dump text or columnar files; {ACCEPTED}")
+        plan.dump_files.extend(dumps)
+        # A directory of one columnar format is read as one data set (partition directories included).
+        single_format = len({columnar_format(file) for file in columnar}) == 1
+        if columnar and not dumps and not others and single_format:
+            plan.columnar_paths.append(path)
+        else:
+            plan.columnar_paths.extend(columnar)
+
+
+def classify_inputs(spark: SparkSession, inputs: list[str]) -> InputPlan:
+    """Sort inputs by reader; raises InputError for a missing or unrecognised input."""
+    plan = InputPlan()
+    lister = _Lister(spark)
+    for path in inputs:
+        lister.classify(path, plan)
+    # An input named twice is read once.
+    return InputPlan(
+        segment_roots=list(dict.fromkeys(plan.segment_roots)),
+        dump_files=list(dict.fromkeys(plan.dump_files)),
+        columnar_paths=list(dict.fromkeys(plan.columnar_paths)),
+    )
+
+
+def read_inputs(spark: SparkSession, inputs: list[str], settings: Settings) -> DataFrame:
+    """`batches` rows of all inputs (schema BATCHES), whatever their kind, as one DataFrame."""
+    plan = classify_inputs(spark, inputs)
+    frames = []
+    if plan.segment_roots:
+        # Imported on use: dump and columnar inputs do not need the binary segment decoder.
+        from pipeline.sources.segments import read_segments
+
+        frames.append(read_segments(spark, plan.segment_roots, settings))
+    if plan.dump_files:
+        frames.append(read_dumplog(spark, plan.dump_files, settings))
+    if plan.columnar_paths:
+        frames.append(read_columnar(spark, plan.columnar_paths))
+    if not frames:
+        raise InputError("(none)", f"no input given; {ACCEPTED}")
+    return reduce(DataFrame.unionByName, frames)

@@ -1,0 +1,269 @@
+"""Spark ingestion of Kafka log directories into the `batches` table shape.
+
+The driver only lists directories and reads `meta.properties`; segment bytes are read and decoded on the
+executors inside `mapInArrow`, so the driver never holds segment bytes or batch rows. Local paths and any
+pyarrow filesystem URI (`s3://`, `gs://`, `hdfs://`, `file://` ...) go through the same code.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import astuple, dataclass
+
+import pyarrow as pa
+from pyarrow import fs as pafs
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pipeline.config import IngestSettings, Settings
+from pipeline.errors import InputError
+from pipeline.sources.kafka_format import DECODED_SCHEMA, iter_decoded
+from schemas.batches import BATCHES, STATUS_UNREADABLE
+
+log = logging.getLogger(__name__)
+
+SOURCE_FORMAT = "segment"
+META_PROPERTIES = "meta.properties"
+SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")  # two letters at least, so C:\ stays a local path
+_META_PROPERTIES_MAX_BYTES = 64 * 1024
+_PROPERTY_LINE = re.compile(r"^[ \t]*([^#!\s=:]+)[ \t]*[=:][ \t]*(.*?)[ \t]*$", re.MULTILINE)
+_DIR_SUFFIX_MEANING = {
+    "-delete": "partition scheduled for deletion",
+    "-future": "future replica of an alter-log-dirs move",
+    "-stray": "stray replica the broker will delete",
+}
+
+SEGMENT_DESCRIPTOR = T.StructType(
+    [
+        T.StructField("location", T.StringType(), False),
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("partition", T.IntegerType(), False),
+        T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("segment_base_offset", T.LongType(), False),
+        T.StructField("size", T.LongType(), False),
+    ]
+)
+
+_ARROW_BATCHES = to_arrow_schema(BATCHES)
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    """One `.log` segment to decode; `location` is a local path or a URI that executors open as is."""
+
+    location: str
+    topic: str
+    partition: int
+    broker_id: int | None
+    segment_base_offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class SkippedDir:
+    location: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Discovery:
+    segments: list[SegmentFile]
+    skipped: list[SkippedDir]
+
+
+def resolve(location: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and path of a local path or URI."""
+    if _URI_SCHEME.match(location):
+        return pafs.FileSystem.from_uri(location)
+    return pafs.LocalFileSystem(), os.path.abspath(location)
+
+
+def discover_segments(roots: list[str], ingest: IngestSettings) -> Discovery:
+    """Find the segment files under each root, on the driver, without reading them.
+
+    A root is a partition dir `<topic>-<partition>`, a broker log dir holding them (with `meta.properties`,
+    which names the broker), or any directory above those, such as one holding several broker log dirs.
+    Dirs whose names end with one of `ingest.skip_dir_suffixes` are skipped and reported. A root that is
+    missing or holds no segment file raises InputError.
+    """
+    segments: list[SegmentFile] = []
+    skipped: list[SkippedDir] = []
+    for root in roots:
+        found = _discover_root(root, ingest.skip_dir_suffixes, skipped)
+        if not found:
+            raise InputError(root, "no <20-digit offset>.log segment file in any <topic>-<partition> directory")
+        segments.extend(found)
+    return Discovery(segments, skipped)
+
+
+def read_segments(spark: SparkSession, roots: list[str], settings: Settings) -> DataFrame:
+    """All entries of all segments under `roots` as a DataFrame with exactly the `BATCHES` schema.
+
+    Files are spread over tasks by count, at least one task per `segment_split_bytes` of input and never more
+    tasks than files. A file larger than `segment_split_bytes` is still decoded by one task, streaming in
+    bounded windows; splitting it into byte ranges needs entry boundaries at the split points (from the
+    `.index` file or a boundary pre-scan); the decoder already starts at any entry boundary
+    (`kafka_format.decode_window(file_position=...)`).
+    A file that cannot be opened or read yields a row with entry_status `unreadable` instead of failing the job.
+    """
+    discovery = discover_segments(roots, settings.ingest)
+    total_bytes = sum(segment.size for segment in discovery.segments)
+    tasks = min(
+        len(discovery.segments),
+        max(spark.sparkContext.defaultParallelism, math.ceil(total_bytes / settings.ingest.segment_split_bytes)),
+    )
+    log.info("decoding %d segment files (%d bytes) in %d tasks", len(discovery.segments), total_bytes, tasks)
+    descriptors = spark.createDataFrame([astuple(segment) for segment in discovery.segments], SEGMENT_DESCRIPTOR)
+    return descriptors.repartition(tasks).mapInArrow(decode_descriptors, BATCHES)
+
+
+def decode_descriptors(descriptor_batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Executor side of `read_segments`: segment descriptors in, `BATCHES` record batches out."""
+    for descriptors in descriptor_batches:
+        for descriptor in descriptors.to_pylist():
+            yield from decode_file(SegmentFile(**descriptor))
+
+
+def decode_file(segment: SegmentFile) -> Iterator[pa.RecordBatch]:
+    """Stream-decode one segment file; an I/O error ends it with one `unreadable` row at the failing position."""
+    resume_position = 0
+    try:
+        filesystem, path = resolve(segment.location)
+        with filesystem.open_input_file(path) as source:
+            for table in iter_decoded(source.read, source.size()):
+                last = table.num_rows - 1
+                resume_position = table["position"][last].as_py() + table["size_bytes"][last].as_py()
+                yield from _with_provenance(table, segment).to_batches()
+    except OSError as exc:
+        log.warning("cannot read %s: %s", segment.location, exc)
+        yield from _with_provenance(_unreadable_row(segment, resume_position, exc), segment).to_batches()
+
+
+def _with_provenance(table: pa.Table, segment: SegmentFile) -> pa.Table:
+    rows = table.num_rows
+    provenance = {
+        "topic": pa.repeat(pa.scalar(segment.topic, pa.string()), rows),
+        "partition": pa.repeat(pa.scalar(segment.partition, pa.int32()), rows),
+        "segment_base_offset": pa.repeat(pa.scalar(segment.segment_base_offset, pa.int64()), rows),
+        "source_file": pa.repeat(pa.scalar(segment.location, pa.string()), rows),
+        "source_format": pa.repeat(pa.scalar(SOURCE_FORMAT, pa.string()), rows),
+        "broker_id": pa.repeat(pa.scalar(segment.broker_id, pa.int32()), rows),
+    }
+    arrays = [provenance[name] if name in provenance else table[name] for name in _ARROW_BATCHES.names]
+    return pa.Table.from_arrays(arrays, schema=_ARROW_BATCHES)
+
+
+def _unreadable_row(segment: SegmentFile, position: int, exc: OSError) -> pa.Table:
+    row = {name: None for name in DECODED_SCHEMA.names}
+    row.update(
+        entry_status=STATUS_UNREADABLE,
+        entry_note=f"cannot read the file: {exc}",
+        position=position,
+        size_bytes=max(segment.size - position, 0),
+    )
+    return pa.Table.from_pylist([row], schema=DECODED_SCHEMA)
+
+
+def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) -> list[SegmentFile]:
+    """One recursive listing of the root; a segment is a `<20 digits>.log` whose parent is `<topic>-<partition>`.
+
+    The root may be a partition dir, a broker log dir, or any directory above them. The log dir of a
+    partition is its parent; its `meta.properties`, when there is one, gives the broker id.
+    """
+    filesystem, path = resolve(root)
+    info = filesystem.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise InputError(root, "log root does not exist")
+    if info.type != pafs.FileType.Directory:
+        raise InputError(root, "log root is not a directory")
+    base = path.rstrip("/")
+    location = root if _URI_SCHEME.match(root) else base
+    files = _list_files(filesystem, base, location, skip_suffixes, skipped)
+    broker_ids: dict[str, int | None] = {}
+    segments: list[SegmentFile] = []
+    for relative, size in files.items():
+        *dirs, name = relative.split("/")
+        segment = SEGMENT_FILE.match(name)
+        if segment is None:
+            continue
+        partition_dir = dirs[-1] if dirs else base.rsplit("/", 1)[-1]
+        partition = PARTITION_DIR.match(partition_dir)
+        if partition is None:
+            log.debug("ignoring %s: its directory is not named <topic>-<partition>", _join(location, relative))
+            continue
+        log_dir = "/".join(dirs[:-1]) if dirs else ".."
+        if log_dir not in broker_ids:
+            broker_ids[log_dir] = _broker_id(filesystem, base, location, log_dir, files)
+        segments.append(
+            SegmentFile(
+                location=_join(location, relative),
+                topic=partition["topic"],
+                partition=int(partition["partition"]),
+                broker_id=broker_ids[log_dir],
+                segment_base_offset=int(segment.group(1)),
+                size=size,
+            )
+        )
+    return segments
+
+
+def _list_files(
+    filesystem: pafs.FileSystem, base: str, location: str, skip_suffixes: list[str], skipped: list[SkippedDir]
+) -> dict[str, int]:
+    """Files under `base` (relative path -> size, sorted), leaving out directories with a skip suffix."""
+    files: dict[str, int] = {}
+    skipped_here: set[str] = set()
+    for entry in filesystem.get_file_info(pafs.FileSelector(base, recursive=True)):
+        if entry.type != pafs.FileType.File:
+            continue
+        relative = entry.path[len(base) + 1 :]
+        *dirs, _ = relative.split("/")
+        excluded = next((depth for depth, name in enumerate(dirs) if name.endswith(tuple(skip_suffixes))), None)
+        if excluded is None:
+            files[relative] = entry.size
+        elif (skipped_dir := "/".join(dirs[: excluded + 1])) not in skipped_here:
+            skipped_here.add(skipped_dir)
+            suffix = next(suffix for suffix in skip_suffixes if dirs[excluded].endswith(suffix))
+            reason = f"name ends with {suffix!r}: {_DIR_SUFFIX_MEANING.get(suffix, 'listed in skip_dir_suffixes')}"
+            log.info("skipping %s (%s)", _join(location, skipped_dir), reason)
+            skipped.append(SkippedDir(_join(location, skipped_dir), reason))
+    return dict(sorted(files.items()))
+
+
+def _broker_id(
+    filesystem: pafs.FileSystem, base: str, location: str, log_dir: str, files: dict[str, int]
+) -> int | None:
+    """`node.id` (KRaft) or `broker.id` (ZooKeeper mode) from the log dir's meta.properties, if it has one.
+
+    `log_dir` is relative to the root; ".." is the root's parent, for a root that is a partition dir.
+    """
+    relative = f"{log_dir}/{META_PROPERTIES}" if log_dir else META_PROPERTIES
+    if log_dir == "..":
+        fs_path = f"{base.rsplit('/', 1)[0]}/{META_PROPERTIES}"
+        if filesystem.get_file_info(fs_path).type != pafs.FileType.File:
+            return None
+    elif relative in files:
+        fs_path = f"{base}/{relative}"
+    else:
+        return None
+    with filesystem.open_input_stream(fs_path) as stream:
+        text = stream.read(_META_PROPERTIES_MAX_BYTES).decode("utf-8", errors="replace")
+    properties = dict(_PROPERTY_LINE.findall(text))
+    for key in ("node.id", "broker.id"):
+        value = properties.get(key)
+        if value is not None:
+            if value.lstrip("-").isdigit():
+                return int(value)
+            log.warning("%s: %s=%r is not an integer", _join(location, relative), key, value)
+    return None
+
+
+def _join(parent: str, name: str) -> str:
+    return f"{parent.rstrip('/')}/{name}"
