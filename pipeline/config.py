@@ -6,7 +6,6 @@ compacted or coordinator-written, the transaction version, and where to read and
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,9 +45,6 @@ class AuditSettings(_Strict):
         default_factory=lambda: ["__consumer_offsets", "__transaction_state", "__share_group_state"]
     )
     kraft_topics: list[str] = Field(default_factory=lambda: ["__cluster_metadata"])
-
-    def is_compacted(self, topic: str) -> bool:
-        return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.compacted_topics)
 
     def broker_older_than(self, version: str) -> bool:
         """Whether the configured broker version is below `version`; unknown means a current broker."""

@@ -2,6 +2,17 @@
 
 A snapshot file that cannot be decoded (bad version, CRC mismatch, truncated entries, trailing bytes)
 gives one row with `file_status` saying why and null producer fields, so SNP-001 is a filter.
+`file_status` is 'ok', 'bad_version', 'truncated' (shorter than its header or its entry count says, or a
+negative count), 'trailing_bytes', 'crc_mismatch' (checked in that order, so the status names the
+structural fault when there is one; `crc_valid` is filled whenever the file has its 6-byte prefix) or
+'unreadable' (I/O error, `file_note` says which). A valid snapshot without entries gives one 'ok' row with
+null producer fields, so every snapshot file is visible (SNP-002 needs their offsets).
+
+Values are the file's, with one exception: `current_txn_first_offset` is null where the file stores -1 (no
+open transaction), which is how kafka-dump-log prints it (`None` / `OptionalLong.empty`), so a non-null
+value always means an open transaction. The other "none" values stay as the broker writes them:
+`last_sequence` -1 and `last_offset` -1 (no data batch retained for the producer), `offset_delta` 0, and
+`coordinator_epoch` -1 (no marker seen).
 """
 
 from pyspark.sql import types as T

@@ -38,21 +38,22 @@ def _when(condition: Column, column: str) -> Column:
     return F.when(condition, F.col(column))
 
 
-def _in(column: str, values: list[str]) -> Column:
-    return F.col(column).isin(values) if values else F.lit(False)
+def topic_matches(patterns: list[str]) -> Column:
+    """Whether the topic matches any of the glob patterns (`*`, `?`) of a config list."""
+    matched = F.lit(False)
+    for pattern in patterns:
+        matched = matched | F.col("topic").like(_glob_to_like(pattern))
+    return matched
 
 
 def prepare_batches(batches: DataFrame, settings: AuditSettings) -> DataFrame:
     """The one exchange: cluster by (topic, partition); flag topic kinds and the replica to audit."""
-    compacted = F.lit(False)
-    for pattern in settings.compacted_topics:
-        compacted = compacted | F.col("topic").like(_glob_to_like(pattern))
     return (
         batches.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
         .repartition("topic", "partition")
-        .withColumn("is_compacted", compacted)
-        .withColumn("is_coordinator_topic", _in("topic", settings.coordinator_topics))
-        .withColumn("is_kraft_topic", _in("topic", settings.kraft_topics))
+        .withColumn("is_compacted", topic_matches(settings.compacted_topics))
+        .withColumn("is_coordinator_topic", topic_matches(settings.coordinator_topics))
+        .withColumn("is_kraft_topic", topic_matches(settings.kraft_topics))
         .transform(choose_replica)
         .withColumn("partition_max_timestamp", F.max("max_timestamp").over(Window.partitionBy(*TP)))
     )

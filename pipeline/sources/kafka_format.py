@@ -81,9 +81,9 @@ DECODED_SCHEMA = pa.schema(
 )
 """The `batches` columns that come from segment bytes, in `BATCHES` order; the caller adds provenance columns."""
 
-_STATUSES = (STATUS_OK, STATUS_LEGACY, STATUS_TRUNCATED, STATUS_TOO_SMALL, STATUS_BAD_MAGIC)
-_STATUS_CODE = {status: code for code, status in enumerate(_STATUSES)}
-_STATUS_VALUES = pa.array(_STATUSES, pa.string())
+_NULL_ROW = dict.fromkeys(DECODED_SCHEMA.names)
+_SYNC_BLOCK_BYTES = 256 * 1024  # read size of `next_entry_start`: many small entries, or one large entry's header
+_STRADDLE_READ_BYTES = 64 * 1024  # least read past the end of a byte range, to finish its last entry
 
 _V2_HEADER = np.dtype(
     {
@@ -157,37 +157,51 @@ def decode_window(
     available = len(view)
     if file_size is None:
         file_size = file_position + available
-    starts, next_position, stop = _walk_entries(view)
-    if stop is None and next_position < available:
-        stop = _truncated_entry(view, next_position, file_size - file_position)
-    table = _build_table(view, starts, next_position, stop, file_position, file_size)
+    walk = _walk_entries(view)
+    stop = walk.stop
+    if stop is None and walk.end < available:
+        stop = _truncated_entry(view, walk.end, file_size - file_position)
+    table = _build_table(data, view, walk, stop, file_position, file_size)
     if stop is not None or file_position + available >= file_size:
         return DecodedWindow(table, None)
-    return DecodedWindow(table, file_position + next_position)
+    return DecodedWindow(table, file_position + walk.end)
 
 
 def iter_decoded(
-    read: Callable[[int], bytes], file_size: int, *, window_bytes: int = DEFAULT_WINDOW_BYTES
+    read: Callable[[int], bytes],
+    file_size: int,
+    *,
+    window_bytes: int = DEFAULT_WINDOW_BYTES,
+    start: int = 0,
+    end: int | None = None,
 ) -> Iterator[pa.Table]:
-    """Decode a segment of `file_size` bytes read sequentially through `read(n)`, one table per window.
+    """Decode the entries of a segment of `file_size` bytes that start in [start, end), one table per window.
 
-    Memory stays bounded by the window (or by the largest entry, which is at most the bytes actually in the
-    file). A short read means the file shrank while being read; the bytes read so far are then the file.
+    `read(n)` reads the file sequentially from `start`, which must be an entry start: 0, or a position from
+    `next_entry_start`. `end` defaults to the end of the file; past it, reads only grow the entry that straddles
+    it, so a byte range costs little more than its own bytes. Memory stays bounded by the window (or by the
+    largest entry, which is at most the bytes actually in the file). A short read means the file shrank while
+    being read; the bytes read so far are then the file.
     """
+    if end is None:
+        end = file_size
     pending = b""
-    position = 0
-    read_total = 0
+    position = read_total = start
     request = window_bytes
-    while True:
-        wanted = min(request, file_size - read_total)
+    while position < end:
+        wanted = min(request, end - read_total) if read_total < end else max(len(pending), _STRADDLE_READ_BYTES)
+        wanted = min(wanted, file_size - read_total)
         chunk = read(wanted) if wanted > 0 else b""
         read_total += len(chunk)
         if len(chunk) < wanted:
             file_size = read_total
         pending = pending + chunk if pending else chunk
         decoded = decode_window(pending, file_position=position, file_size=file_size)
-        if decoded.table.num_rows:
-            yield decoded.table
+        table = decoded.table
+        if read_total > end:
+            table = table.slice(0, int(np.searchsorted(table["position"].to_numpy(), end)))
+        if table.num_rows:
+            yield table
         if decoded.resume_at is None:
             return
         consumed = decoded.resume_at - position
@@ -196,26 +210,74 @@ def iter_decoded(
         position = decoded.resume_at
 
 
-def _walk_entries(view) -> tuple[list[int], int, _Stop | None]:
-    """Starts of the complete entries the broker can iterate, where the walk ended, and the entry it stopped at.
+def next_entry_start(read_at: Callable[[int, int], bytes], file_size: int, position: int) -> int | None:
+    """The first entry start at or after `position` on the entry chain from the file start, or None.
 
-    The loop is the one per-entry Python step of decoding, so it tests the common case only and leaves the
-    classification of the entry it stops at to `_stop_at`.
+    A decoder of the byte range that begins at `position` starts there. None means the broker's iterator stops
+    at an entry that starts before `position`: that entry's row belongs to an earlier range and nothing after it
+    is decoded. `read_at(n, offset)` reads file bytes (pyarrow's `RandomAccessFile.read_at`); only blocks that
+    hold entry headers are read, so the payload of a batch larger than a block is skipped. The walk is the one
+    `decode_window` does, so it is exact, but it costs one Python step per entry before `position`.
+    """
+    target, position = position, 0
+    while position < target:
+        block = read_at(min(_SYNC_BLOCK_BYTES, file_size - position), position)
+        walk = _walk_entries(memoryview(block))
+        ahead = int(np.searchsorted(walk.starts, target - position))
+        if ahead < len(walk.starts):
+            return position + int(walk.starts[ahead])
+        if walk.stop is not None:
+            stop_position = position + walk.stop.position
+            return stop_position if stop_position >= target else None
+        advance = walk.end
+        if not advance:  # the block ends inside the entry at `position`
+            if len(block) < HEADER_SIZE_UP_TO_MAGIC:
+                return None
+            size, magic = _SIZE_AND_MAGIC.unpack_from(block, 8)
+            advance = LOG_OVERHEAD + size
+            if position + advance > file_size or magic > 2:
+                return None
+        position += advance
+    return position
+
+
+class _Walk(NamedTuple):
+    starts: np.ndarray  # int64 positions in the window of the complete entries the broker can iterate
+    end: int  # where the walk ended: the end of the last of them
+    stop: _Stop | None  # the entry the broker stops at, if it is in the window
+
+
+def _walk_entries(view) -> _Walk:
+    """Follow the entry chain through the window, like `FileLogInputStream.nextBatch`.
+
+    The loop is the one per-entry Python step of decoding, so it reads only the size; the magic byte and the
+    v2 minimum size are checked for all entries at once afterwards, and the walk is cut at the first entry
+    that fails them. `_stop_at` classifies the entry the walk stopped at.
     """
     starts: list[int] = []
     append = starts.append
-    read_size_and_magic = _SIZE_AND_MAGIC.unpack_from
+    read_size = _INT32.unpack_from
     available = len(view)
     last_peek = available - HEADER_SIZE_UP_TO_MAGIC
     position = 0
     while position <= last_peek:
-        size, magic = read_size_and_magic(view, position + 8)
-        end = position + LOG_OVERHEAD + size
-        if end > available or magic > 2 or size < _V2_MIN_SIZE and (size < RECORD_OVERHEAD_V0 or magic == 2):
-            return starts, position, _stop_at(view, position)
+        (size,) = read_size(view, position + 8)
+        if size < RECORD_OVERHEAD_V0:
+            break
         append(position)
-        position = end
-    return starts, position, None
+        position += LOG_OVERHEAD + size
+    if position > available:  # the last entry continues past the window
+        position = starts.pop()
+    start = np.array(starts, dtype=np.int64)
+    if len(start):
+        magic = np.frombuffer(view, dtype=np.uint8)[start + 16]
+        size = np.diff(start, append=position) - LOG_OVERHEAD
+        not_iterable = (magic > 2) | ((magic == 2) & (size < _V2_MIN_SIZE))
+        if not_iterable.any():
+            first = int(not_iterable.argmax())
+            position = int(start[first])
+            start = start[:first]
+    return _Walk(start, position, _stop_at(view, position) if position <= last_peek else None)
 
 
 def _stop_at(view, position: int) -> _Stop | None:
@@ -255,70 +317,126 @@ def _truncated_entry(view, position: int, bytes_to_eof: int) -> _Stop | None:
     )
 
 
-class _Column:
-    """A column under construction: values plus validity, filled by row groups."""
-
-    __slots__ = ("values", "valid")
-
-    def __init__(self, rows: int, dtype) -> None:
-        self.values = np.zeros(rows, dtype=dtype)
-        self.valid = np.zeros(rows, dtype=bool)
-
-    def put(self, rows, values) -> None:
-        self.values[rows] = values
-        self.valid[rows] = True
-
-    def to_arrow(self, arrow_type: pa.DataType) -> pa.Array:
-        if self.valid.all():
-            return pa.array(self.values, arrow_type)
-        return pa.array(self.values, arrow_type, mask=~self.valid)
-
-
-_NUMPY_TYPES = {pa.int64(): np.int64, pa.int32(): np.int32, pa.bool_(): np.bool_}
-
-
-def _build_table(view, starts: list[int], walk_end: int, stop: _Stop | None, file_position: int, file_size: int):
-    entries = len(starts)
-    rows = entries + (stop is not None)
-    columns = {
-        field.name: _Column(rows, _NUMPY_TYPES[field.type]) for field in DECODED_SCHEMA if field.type in _NUMPY_TYPES
-    }
-    status = np.zeros(rows, dtype=np.int8)
-    notes: dict[int, str] = {}
-
-    if entries:
-        start = np.asarray(starts, dtype=np.int64)
-        end = np.empty_like(start)
-        end[:-1] = start[1:]
-        end[-1] = walk_end
-        columns["position"].put(slice(0, entries), start + file_position)
-        columns["size_bytes"].put(slice(0, entries), end - start)
-        raw = np.frombuffer(view, dtype=np.uint8)
-        is_v2 = raw[start + 16] == 2
-        if is_v2.all():
-            _fill_v2(columns, notes, view, raw, slice(0, entries), start, end)
-        else:
-            v2_rows = np.flatnonzero(is_v2)
-            if len(v2_rows):
-                _fill_v2(columns, notes, view, raw, v2_rows, start[v2_rows], end[v2_rows])
-            for row in np.flatnonzero(~is_v2).tolist():
-                status[row] = _STATUS_CODE[STATUS_LEGACY]
-                _fill_legacy(columns, notes, view, row, starts[row], int(end[row]))
-
+def _build_table(data, view, walk: _Walk, stop: _Stop | None, file_position: int, file_size: int) -> pa.Table:
+    """Rows in file order: v2 batches column by column, legacy messages and the stop entry row by row."""
+    starts = walk.starts
+    ends = np.empty_like(starts)
+    ends[:-1] = starts[1:]
+    ends[-1:] = walk.end
+    is_v2 = np.frombuffer(view, dtype=np.uint8)[starts + 16] == 2
+    tables = []
+    if is_v2.all():
+        if len(starts):
+            tables.append(_v2_table(data, view, starts, ends, file_position))
+        rows = []
+    else:
+        if is_v2.any():
+            tables.append(_v2_table(data, view, starts[is_v2], ends[is_v2], file_position))
+        legacy = ~is_v2
+        rows = [
+            _legacy_row(view, start, end, file_position)
+            for start, end in zip(starts[legacy].tolist(), ends[legacy].tolist(), strict=True)
+        ]
     if stop is not None:
-        _fill_stop(columns, view, entries, stop, file_position, file_size)
-        status[entries] = _STATUS_CODE[stop.status]
-        notes[entries] = stop.note
+        rows.append(_stop_row(view, stop, file_position, file_size))
+    if rows:
+        tables.append(pa.Table.from_pylist(rows, schema=DECODED_SCHEMA))
+    if not tables:
+        return DECODED_SCHEMA.empty_table()
+    if len(tables) == 1:
+        return tables[0]
+    table = pa.concat_tables(tables)
+    if is_v2.any() and not is_v2.all():  # legacy rows go back between the v2 rows
+        table = table.sort_by("position")
+    return table.combine_chunks()
 
-    arrays = []
-    for field in DECODED_SCHEMA:
-        if field.name == "entry_status":
-            arrays.append(pc.take(_STATUS_VALUES, pa.array(status)))
-        elif field.name == "entry_note":
-            arrays.append(_notes_array(notes, rows))
-        else:
-            arrays.append(columns[field.name].to_arrow(field.type))
+
+def _v2_table(data, view, starts, ends, file_position: int) -> pa.Table:
+    """v2 batches: header fields gathered in one numpy pass, CRC-32C per batch, control records per control batch."""
+    raw = np.frombuffer(view, dtype=np.uint8)
+    header = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(raw, RECORD_BATCH_OVERHEAD)[starts])
+    header = header.view(_V2_HEADER)[:, 0]
+    attributes = header["attributes"].astype(np.int32)
+    base_offset = header["base_offset"].astype(np.int64)
+    last_offset_delta = header["last_offset_delta"].astype(np.int32)
+    base_sequence = header["base_sequence"].astype(np.int32)
+    record_count = header["record_count"].astype(np.int32)
+    compression = attributes & ATTR_COMPRESSION_MASK
+    is_control = (attributes & ATTR_CONTROL) != 0
+    stored_crc = header["crc"].astype(np.int64)
+    control_type, coordinator_epoch, notes = _control_columns(view, starts, ends, is_control, compression, record_count)
+    columns = {
+        "producer_id": header["producer_id"].astype(np.int64),
+        "base_offset": base_offset,
+        "last_offset": base_offset + last_offset_delta,
+        "producer_epoch": header["producer_epoch"].astype(np.int32),
+        "base_sequence": base_sequence,
+        "last_sequence": last_sequence(base_sequence, last_offset_delta),
+        "is_transactional": (attributes & ATTR_TRANSACTIONAL) != 0,
+        "is_control": is_control,
+        "control_type": control_type,
+        "coordinator_epoch": coordinator_epoch,
+        "record_count": record_count,
+        "base_timestamp": header["base_timestamp"].astype(np.int64),
+        "max_timestamp": header["max_timestamp"].astype(np.int64),
+        "partition_leader_epoch": header["partition_leader_epoch"].astype(np.int32),
+        "magic": header["magic"].astype(np.int32),
+        "attributes": attributes,
+        "compression": compression,
+        "timestamp_type": (attributes & ATTR_TIMESTAMP_TYPE) >> 3,
+        "has_delete_horizon": (attributes & ATTR_DELETE_HORIZON) != 0,
+        "last_offset_delta": last_offset_delta,
+        "batch_length": header["batch_length"].astype(np.int32),
+        "crc": stored_crc,
+        "crc_valid": _crc32c_of_ranges(data, view, starts + CRC_START, ends) == stored_crc,
+        "entry_status": pa.repeat(pa.scalar(STATUS_OK, pa.string()), len(starts)),
+        "entry_note": notes,
+        "position": starts + file_position,
+        "size_bytes": ends - starts,
+    }
+    arrays = [
+        column if isinstance(column, pa.Array) else pa.array(column, field.type)
+        for field, column in zip(DECODED_SCHEMA, (columns[name] for name in DECODED_SCHEMA.names), strict=True)
+    ]
     return pa.Table.from_arrays(arrays, schema=DECODED_SCHEMA)
+
+
+def _crc32c_of_ranges(data, view, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+    """CRC-32C of each [first, last) byte range, as int64.
+
+    Per call, `crc32c` costs more than hashing a small batch, so the calls are chained through `map` and run
+    without a Python frame per batch.
+    """
+    ranges = map(slice, firsts.tolist(), lasts.tolist())
+    return np.fromiter(map(crc32c, map(view.__getitem__, ranges)), dtype=np.int64, count=len(firsts))
+
+
+def _control_columns(view, starts, ends, is_control, compression, record_count):
+    """control_type, coordinator_epoch and entry_note of v2 batches, from the control record of control batches."""
+    rows = len(starts)
+    control_rows = np.flatnonzero(is_control).tolist()
+    if not control_rows:
+        return pa.nulls(rows, pa.int32()), pa.nulls(rows, pa.int32()), pa.nulls(rows, pa.string())
+    control_type = np.zeros(rows, dtype=np.int32)
+    coordinator_epoch = np.zeros(rows, dtype=np.int32)
+    has_type = np.zeros(rows, dtype=bool)
+    has_epoch = np.zeros(rows, dtype=bool)
+    notes: dict[int, str] = {}
+    for row in control_rows:
+        parsed_type, parsed_epoch, note = _parse_control_record(
+            view, int(starts[row]) + RECORD_BATCH_OVERHEAD, int(ends[row]), compression[row], record_count[row]
+        )
+        if parsed_type is not None:
+            control_type[row], has_type[row] = parsed_type, True
+        if parsed_epoch is not None:
+            coordinator_epoch[row], has_epoch[row] = parsed_epoch, True
+        if note is not None:
+            notes[row] = note
+    return (
+        pa.array(control_type, pa.int32(), mask=~has_type),
+        pa.array(coordinator_epoch, pa.int32(), mask=~has_epoch),
+        _notes_array(notes, rows),
+    )
 
 
 def _notes_array(notes: dict[int, str], rows: int) -> pa.Array:
@@ -332,61 +450,6 @@ def _notes_array(notes: dict[int, str], rows: int) -> pa.Array:
         codes[row] = code_of[text]
         has_note[row] = True
     return pc.take(pa.array(texts, pa.string()), pa.array(codes, mask=~has_note))
-
-
-def _fill_v2(columns, notes, view, raw, rows, start, end) -> None:
-    """Header fields of v2 batches gathered in one numpy pass; CRC-32C and control records per batch."""
-    header = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(raw, RECORD_BATCH_OVERHEAD)[start])
-    header = header.view(_V2_HEADER)[:, 0]
-    attributes = header["attributes"].astype(np.int32)
-    base_offset = header["base_offset"].astype(np.int64)
-    last_offset_delta = header["last_offset_delta"].astype(np.int32)
-    base_sequence = header["base_sequence"].astype(np.int32)
-    compression = attributes & ATTR_COMPRESSION_MASK
-    is_control = (attributes & ATTR_CONTROL) != 0
-    record_count = header["record_count"].astype(np.int32)
-
-    def put(name: str, values) -> None:
-        columns[name].put(rows, values)
-
-    put("producer_id", header["producer_id"])
-    put("base_offset", base_offset)
-    put("last_offset", base_offset + last_offset_delta)
-    put("producer_epoch", header["producer_epoch"])
-    put("base_sequence", base_sequence)
-    put("last_sequence", last_sequence(base_sequence, last_offset_delta))
-    put("is_transactional", (attributes & ATTR_TRANSACTIONAL) != 0)
-    put("is_control", is_control)
-    put("record_count", record_count)
-    put("base_timestamp", header["base_timestamp"])
-    put("max_timestamp", header["max_timestamp"])
-    put("partition_leader_epoch", header["partition_leader_epoch"])
-    put("magic", header["magic"])
-    put("attributes", attributes)
-    put("compression", compression)
-    put("timestamp_type", (attributes & ATTR_TIMESTAMP_TYPE) >> 3)
-    put("has_delete_horizon", (attributes & ATTR_DELETE_HORIZON) != 0)
-    put("last_offset_delta", last_offset_delta)
-    put("batch_length", header["batch_length"])
-    stored_crc = header["crc"].astype(np.int64)
-    put("crc", stored_crc)
-
-    crc_ranges = zip((start + CRC_START).tolist(), end.tolist(), strict=True)
-    computed = [crc32c(view[first:last]) for first, last in crc_ranges]
-    put("crc_valid", np.array(computed, dtype=np.int64) == stored_crc)
-
-    row_numbers = np.arange(len(start)) if isinstance(rows, slice) else rows
-    for index in np.flatnonzero(is_control).tolist():
-        control_type, coordinator_epoch, note = _parse_control_record(
-            view, int(start[index]) + RECORD_BATCH_OVERHEAD, int(end[index]), compression[index], record_count[index]
-        )
-        row = int(row_numbers[index])
-        if control_type is not None:
-            columns["control_type"].put(row, control_type)
-        if coordinator_epoch is not None:
-            columns["coordinator_epoch"].put(row, coordinator_epoch)
-        if note is not None:
-            notes[row] = note
 
 
 def last_sequence(base_sequence, last_offset_delta):
@@ -404,54 +467,62 @@ def last_sequence(base_sequence, last_offset_delta):
     return int(result) if result.ndim == 0 else result
 
 
-def _fill_legacy(columns, notes, view, row: int, start: int, end: int) -> None:
+def _legacy_row(view, start: int, end: int, file_position: int) -> dict:
     """A magic 0/1 message: kept for integrity checks, never for producer state (spec §1.1.6)."""
     offset, size, stored_crc, magic, attributes = _LEGACY_PREFIX.unpack_from(view, start)
     attributes &= 0xFF
     compression = attributes & ATTR_COMPRESSION_MASK
-
-    def put(name: str, value) -> None:
-        columns[name].put(row, value)
-
-    put("last_offset", offset)
-    put("magic", magic)
-    put("attributes", attributes)
-    put("compression", compression)
-    put("batch_length", size)
-    put("crc", stored_crc)
-    put("crc_valid", zlib.crc32(view[start + 16 : end]) == stored_crc)
-    put("is_transactional", False)
-    put("is_control", False)
-    row_notes = []
+    row = dict(
+        _NULL_ROW,
+        last_offset=offset,
+        magic=magic,
+        attributes=attributes,
+        compression=compression,
+        batch_length=size,
+        crc=stored_crc,
+        crc_valid=zlib.crc32(view[start + 16 : end]) == stored_crc,
+        is_transactional=False,
+        is_control=False,
+        entry_status=STATUS_LEGACY,
+        position=file_position + start,
+        size_bytes=end - start,
+    )
+    notes = []
     if compression == COMPRESSION_NONE:
-        put("base_offset", offset)
-        put("record_count", 1)
+        row.update(base_offset=offset, record_count=1)
     else:
-        row_notes.append("compressed legacy wrapper: its offset is the last inner offset")
+        notes.append("compressed legacy wrapper: its offset is the last inner offset")
     if magic == 1:
-        put("timestamp_type", (attributes & ATTR_TIMESTAMP_TYPE) >> 3)
+        row["timestamp_type"] = (attributes & ATTR_TIMESTAMP_TYPE) >> 3
         if size >= RECORD_OVERHEAD_V1:
             timestamp = _INT64.unpack_from(view, start + 18)[0]
-            put("max_timestamp", timestamp)
+            row["max_timestamp"] = timestamp
             if compression == COMPRESSION_NONE:
-                put("base_timestamp", timestamp)
+                row["base_timestamp"] = timestamp
         else:
-            row_notes.append(f"v1 message of {size} bytes is below the {RECORD_OVERHEAD_V1}-byte message overhead")
-    if row_notes:
-        notes[row] = "; ".join(row_notes)
+            notes.append(f"v1 message of {size} bytes is below the {RECORD_OVERHEAD_V1}-byte message overhead")
+    if notes:
+        row["entry_note"] = "; ".join(notes)
+    return row
 
 
-def _fill_stop(columns, view, row: int, stop: _Stop, file_position: int, file_size: int) -> None:
+def _stop_row(view, stop: _Stop, file_position: int, file_size: int) -> dict:
     """The entry the broker's iterator stops at; `size_bytes` spans everything from it to the end of the file."""
     available = len(view) - stop.position
-    columns["position"].put(row, file_position + stop.position)
-    columns["size_bytes"].put(row, file_size - file_position - stop.position)
+    row = dict(
+        _NULL_ROW,
+        entry_status=stop.status,
+        entry_note=stop.note,
+        position=file_position + stop.position,
+        size_bytes=file_size - file_position - stop.position,
+    )
     if available >= 8:
-        columns["base_offset"].put(row, _INT64.unpack_from(view, stop.position)[0])
+        row["base_offset"] = _INT64.unpack_from(view, stop.position)[0]
     if available >= LOG_OVERHEAD:
-        columns["batch_length"].put(row, _INT32.unpack_from(view, stop.position + 8)[0])
+        row["batch_length"] = _INT32.unpack_from(view, stop.position + 8)[0]
     if available >= HEADER_SIZE_UP_TO_MAGIC:
-        columns["magic"].put(row, struct.unpack_from(">b", view, stop.position + 16)[0])
+        row["magic"] = struct.unpack_from(">b", view, stop.position + 16)[0]
+    return row
 
 
 def _parse_control_record(view, start: int, end: int, compression: int, record_count: int):

@@ -171,11 +171,27 @@ def _unreadable_row(segment: SegmentFile, position: int, exc: OSError) -> pa.Tab
     return pa.Table.from_pylist([row], schema=DECODED_SCHEMA)
 
 
-def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) -> list[SegmentFile]:
-    """One recursive listing of the root; a segment is a `<20 digits>.log` whose parent is `<topic>-<partition>`.
+@dataclass(frozen=True)
+class RootListing:
+    """Every file under a log root, listed once on the driver (see `list_root`)."""
 
-    The root may be a partition dir, a broker log dir, or any directory above them. The log dir of a
-    partition is its parent; its `meta.properties`, when there is one, gives the broker id.
+    filesystem: pafs.FileSystem
+    base: str  # the root's path on `filesystem`
+    location: str  # the root as file locations start: a URI root keeps its scheme
+    files: dict[str, int]  # path relative to the root -> size, sorted
+
+    def location_of(self, relative: str) -> str:
+        return _join(self.location, relative)
+
+    def broker_id(self, log_dir: str) -> int | None:
+        """The broker id of a log dir given relative to the root, ".." being the root's parent."""
+        return _broker_id(self.filesystem, self.base, self.location, log_dir, self.files)
+
+
+def list_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) -> RootListing:
+    """One recursive listing of a log root, leaving out (and reporting in `skipped`) dirs with a skip suffix.
+
+    Raises InputError if the root is missing or not a directory.
     """
     filesystem, path = resolve(root)
     info = filesystem.get_file_info(path)
@@ -185,25 +201,34 @@ def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir
         raise InputError(root, "log root is not a directory")
     base = path.rstrip("/")
     location = root if _URI_SCHEME.match(root) else base
-    files = _list_files(filesystem, base, location, skip_suffixes, skipped)
+    return RootListing(filesystem, base, location, _list_files(filesystem, base, location, skip_suffixes, skipped))
+
+
+def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) -> list[SegmentFile]:
+    """The segments of a root: every `<20 digits>.log` whose parent is `<topic>-<partition>`.
+
+    The root may be a partition dir, a broker log dir, or any directory above them. The log dir of a
+    partition is its parent; its `meta.properties`, when there is one, gives the broker id.
+    """
+    listing = list_root(root, skip_suffixes, skipped)
     broker_ids: dict[str, int | None] = {}
     segments: list[SegmentFile] = []
-    for relative, size in files.items():
+    for relative, size in listing.files.items():
         *dirs, name = relative.split("/")
         segment = SEGMENT_FILE.match(name)
         if segment is None:
             continue
-        partition_dir = dirs[-1] if dirs else base.rsplit("/", 1)[-1]
+        partition_dir = dirs[-1] if dirs else listing.base.rsplit("/", 1)[-1]
         partition = PARTITION_DIR.match(partition_dir)
         if partition is None:
-            log.debug("ignoring %s: its directory is not named <topic>-<partition>", _join(location, relative))
+            log.debug("ignoring %s: its directory is not named <topic>-<partition>", listing.location_of(relative))
             continue
         log_dir = "/".join(dirs[:-1]) if dirs else ".."
         if log_dir not in broker_ids:
-            broker_ids[log_dir] = _broker_id(filesystem, base, location, log_dir, files)
+            broker_ids[log_dir] = listing.broker_id(log_dir)
         segments.append(
             SegmentFile(
-                location=_join(location, relative),
+                location=listing.location_of(relative),
                 topic=partition["topic"],
                 partition=int(partition["partition"]),
                 broker_id=broker_ids[log_dir],

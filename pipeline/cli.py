@@ -1,0 +1,285 @@
+"""The `produce-audit` command: arguments, exit codes and error messages; the steps themselves live in runner.
+
+Exit codes are a contract for schedulers and CI: 0 when no finding reaches --fail-on, 1 when one does,
+2 for usage, config and input errors (one message on stderr naming the path), 3 for internal errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import secrets
+import sys
+import textwrap
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pipeline import __version__
+from pipeline.audit.registry import SEVERITIES, severity_at_least
+from pipeline.config import ConfigError, Settings, load_settings
+from pipeline.errors import InputError
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+FAIL_ON_CHOICES = (*SEVERITIES, "never")
+TRANSACTION_VERSIONS = ("auto", "1", "2")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+log = logging.getLogger("pipeline.cli")
+
+_EXIT_CODES_HELP = """\
+exit codes:
+  0  no finding at or above --fail-on
+  1  at least one finding at or above --fail-on
+  2  usage, config or input error (the message names the path)
+  3  internal error (traceback on stderr)
+"""
+
+
+def parse_reference_time(text: str) -> int:
+    """Epoch milliseconds from ISO-8601 (a naive value is UTC) or from an integer of epoch milliseconds."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither ISO-8601 (e.g. 2024-05-01T12:00:00Z) nor epoch milliseconds") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A UTC timestamp that sorts in run order, plus a random suffix so that concurrent runs never collide."""
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"{moment:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def exit_code_for(findings_by_severity: Mapping[str, int], fail_on: str) -> int:
+    """EXIT_FINDINGS when any finding has a severity at or above `fail_on`; `never` always passes."""
+    if fail_on == "never":
+        return EXIT_OK
+    failing = sum(findings_by_severity.get(severity, 0) for severity in severity_at_least(fail_on))
+    return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _reference_time_arg(text: str) -> int:
+    try:
+        return parse_reference_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="produce-audit",
+        description=(
+            "Audit Kafka produce logs (segment files or kafka-dump-log output) offline with Spark: load the "
+            "record batches into Delta tables, replay the broker's producer-state rules and report findings."
+        ),
+        epilog=_EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, details: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name,
+            help=summary,
+            description=f"{summary}\n\n{textwrap.fill(details, width=79)}",
+            epilog=_EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.add_argument(
+            "--warehouse",
+            metavar="WH",
+            help="directory or URI holding the Delta tables (default: `warehouse` of the config)",
+        )
+        sub.add_argument(
+            "--conf",
+            metavar="FILE",
+            help="YAML config layered over conf/local.yaml (spark, delta, ingest, audit, report, fail_on)",
+        )
+        return sub
+
+    def inputs(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--input",
+            dest="inputs",
+            action="append",
+            required=True,
+            metavar="LOGROOT",
+            help="Kafka log root (a broker log.dirs directory, topic-partition directories or dump files); "
+            "repeat for several roots",
+        )
+
+    def audit_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--reference-time",
+            type=_reference_time_arg,
+            metavar="TIME",
+            help="broker wall clock for expiry and hanging-transaction rules: ISO-8601 (naive means UTC) or "
+            "epoch milliseconds (default: the latest batch timestamp of each partition)",
+        )
+        sub.add_argument(
+            "--transaction-version",
+            choices=TRANSACTION_VERSIONS,
+            help="KIP-890 transaction version of the producers (default: audit.transaction_version of the config)",
+        )
+
+    def fail_on(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--fail-on",
+            choices=FAIL_ON_CHOICES,
+            metavar="{" + ",".join(FAIL_ON_CHOICES) + "}",
+            help="exit 1 when a finding has this severity or a higher one (default: fail_on of the config, ERROR)",
+        )
+
+    run = command(
+        "run",
+        "Ingest, audit and report in one go.",
+        "Loads the log roots into `batches`, audits them, writes the result tables under WH, prints the "
+        "summary and writes WH/reports/RUN_ID/summary.json.",
+    )
+    inputs(run)
+    audit_options(run)
+    fail_on(run)
+
+    ingest = command(
+        "ingest",
+        "Load Kafka log roots into the `batches` Delta table.",
+        "The topics found in the input replace their earlier rows, so ingesting the same input again gives "
+        "identical tables.",
+    )
+    inputs(ingest)
+
+    audit = command(
+        "audit",
+        "Audit the `batches` table of a warehouse.",
+        "Replays Kafka's producer-state rules over every ingested topic and replaces that topic's rows in "
+        "`findings`, `transactions`, `producer_state` and `partition_summary`.",
+    )
+    audit_options(audit)
+    fail_on(audit)
+
+    report = command(
+        "report",
+        "Summarise an audit run.",
+        "Prints counts by severity and rule, the top findings, transactions by outcome and partitions with "
+        "open transactions, and writes WH/reports/RUN_ID/summary.json.",
+    )
+    report.add_argument(
+        "--run-id",
+        metavar="RUN_ID",
+        help="audit run to report on (default: the latest successful audit or run in WH/runs)",
+    )
+    fail_on(report)
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    if args.warehouse:
+        overrides["warehouse"] = args.warehouse
+    if getattr(args, "transaction_version", None):
+        overrides["audit"] = {"transaction_version": args.transaction_version}
+    if getattr(args, "fail_on", None):
+        overrides["fail_on"] = args.fail_on
+    return load_settings(args.conf, overrides)
+
+
+def _check_local_paths(args: argparse.Namespace, settings: Settings) -> None:
+    """Fail on missing local paths before paying for a Spark start-up; URIs are checked by the readers."""
+    for root in getattr(args, "inputs", None) or []:
+        if not _URI.match(root) and not Path(root).exists():
+            raise InputError(root, "no such file or directory")
+    warehouse = settings.warehouse
+    if args.command in ("audit", "report") and not _URI.match(warehouse) and not Path(warehouse).is_dir():
+        raise InputError(warehouse, "warehouse not found; run `produce-audit ingest` (or `run`) first")
+
+
+def _execute(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    _check_local_paths(args, settings)
+
+    # Spark and the table store are imported here so that --help and argument errors answer at once.
+    from pyspark.sql import SparkSession
+
+    from pipeline import runner
+    from pipeline.reports.summary import render_text
+    from pipeline.session import build_session
+    from pipeline.tables.store import TableStore
+
+    owns_session = SparkSession.getActiveSession() is None
+    spark = build_session(settings)
+    try:
+        store = TableStore(spark, settings.warehouse, backend=settings.delta.backend)
+        run_id = new_run_id()
+        log.info("%s %s started (Delta backend: %s)", args.command, run_id, store.backend_name)
+        if args.command == "run":
+            result = runner.run(spark, store, settings, run_id, args.inputs, args.reference_time)
+        elif args.command == "ingest":
+            result = runner.ingest(spark, store, settings, run_id, args.inputs)
+        elif args.command == "audit":
+            result = runner.audit(spark, store, settings, run_id, args.reference_time)
+        else:
+            result = runner.report(spark, store, settings, run_id, args.run_id)
+    finally:
+        if owns_session:
+            spark.stop()
+
+    if result.summary is not None:
+        print(render_text(result.summary))
+    code = exit_code_for(result.findings_by_severity, settings.fail_on)
+    if code == EXIT_FINDINGS:
+        log.info("exit %d: findings at or above %s", code, settings.fail_on)
+    return code
+
+
+@contextmanager
+def _log_to_stderr() -> Iterator[None]:
+    """Progress lines for the `pipeline` loggers, attached per call so that embedding programs keep control."""
+    logger = logging.getLogger("pipeline")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    previous_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `produce-audit` console command and of the jobs/*.py spark-submit scripts."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors; the message is already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    with _log_to_stderr():
+        try:
+            return _execute(args)
+        except (InputError, ConfigError) as exc:
+            print(f"produce-audit {args.command}: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except Exception:
+            log.exception("%s failed", args.command)
+            return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

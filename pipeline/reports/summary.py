@@ -1,0 +1,287 @@
+"""The summary of an audit run: counts by severity and rule, top findings, transactions and open partitions.
+
+Everything is aggregated by Spark; only aggregate rows and the top-N lists reach the driver, so the report
+costs the same for a thousand findings as for a billion. summary.json is meant to be diffed between runs:
+keys are sorted, lists have a total order, and wall-clock times appear only in the `run` section.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyarrow import fs as pafs
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+import schemas
+from pipeline.audit.registry import RULES, SEVERITIES
+from pipeline.tables.store import TableStore
+from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
+
+FORMAT_VERSION = 1
+OUTCOMES = (OUTCOME_COMMITTED, OUTCOME_ABORTED, OUTCOME_OPEN, OUTCOME_EMPTY)
+
+TOP_FINDING_FIELDS = (
+    "severity",
+    "rule_code",
+    "rule_name",
+    "topic",
+    "partition",
+    "base_offset",
+    "last_offset",
+    "producer_id",
+    "producer_epoch",
+    "broker_id",
+    "segment",
+    "position",
+    "message",
+    "evidence",
+)
+OPEN_PARTITION_FIELDS = (
+    "topic",
+    "partition",
+    "broker_id",
+    "open_transactions",
+    "hanging_transactions",
+    "first_unstable_offset",
+    "last_stable_offset",
+    "log_end_offset",
+)
+
+_MESSAGE_WIDTH = 100
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Spark's Hadoop names for filesystems pyarrow knows as s3
+
+
+def build_summary(store: TableStore, run: dict[str, Any], top_n: int) -> dict[str, Any]:
+    """Summarise the rows of run `run["id"]` in findings, transactions and partition_summary."""
+    run_id = run["id"]
+    findings = _rows_of_run(store, "findings", schemas.FINDINGS, run_id)
+    transactions = _rows_of_run(store, "transactions", schemas.TRANSACTIONS, run_id)
+    partitions = _rows_of_run(store, "partition_summary", schemas.PARTITION_SUMMARY, run_id)
+    return {
+        "format_version": FORMAT_VERSION,
+        "run": run,
+        "findings": _findings_section(findings, top_n),
+        "transactions": _transactions_section(transactions),
+        "partitions": _partitions_section(partitions, top_n),
+    }
+
+
+def _rows_of_run(store: TableStore, table: str, schema: Any, run_id: str) -> DataFrame:
+    return store.read(table, schema=schema).where(F.col("run_id") == run_id)
+
+
+def _severity_rank(column: str) -> Column:
+    """1 for INFO up to 4 for CRITICAL (0 for anything else), so sorting by it descending puts the worst first."""
+    return F.array_position(F.array(*[F.lit(severity) for severity in SEVERITIES]), F.col(column))
+
+
+def _findings_section(findings: DataFrame, top_n: int) -> dict[str, Any]:
+    by_severity = dict.fromkeys(SEVERITIES, 0)
+    by_rule: dict[str, dict[str, Any]] = {}
+    for row in findings.groupBy("rule_code", "rule_name", "severity").count().collect():
+        by_severity[row.severity] = by_severity.get(row.severity, 0) + row["count"]
+        registered = RULES.get(row.rule_code)
+        entry = by_rule.setdefault(
+            row.rule_code,
+            {"name": registered.name if registered else row.rule_name, "count": 0, "by_severity": {}},
+        )
+        entry["count"] += row["count"]
+        entry["by_severity"][row.severity] = entry["by_severity"].get(row.severity, 0) + row["count"]
+
+    top = (
+        findings.orderBy(
+            _severity_rank("severity").desc(),
+            F.col("topic").asc(),
+            F.col("partition").asc_nulls_last(),
+            F.col("base_offset").asc_nulls_last(),
+            F.col("position").asc_nulls_last(),
+            F.col("rule_code").asc(),
+            F.col("producer_id").asc_nulls_last(),
+            F.col("message").asc(),
+        )
+        .select(*TOP_FINDING_FIELDS)
+        .limit(top_n)
+        .collect()
+    )
+    return {
+        "total": sum(by_severity.values()),
+        "by_severity": by_severity,
+        "by_rule": by_rule,
+        "top": [row.asDict(recursive=True) for row in top],
+    }
+
+
+def _transactions_section(transactions: DataFrame) -> dict[str, Any]:
+    by_outcome = dict.fromkeys(OUTCOMES, 0)
+    for row in transactions.groupBy("outcome").count().collect():
+        by_outcome[row.outcome] = row["count"]
+    return {"total": sum(by_outcome.values()), "by_outcome": by_outcome}
+
+
+def _partitions_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:
+    is_open = (F.col("open_transactions") > 0) | (F.col("hanging_transactions") > 0)
+    totals = partitions.agg(
+        F.count(F.lit(1)).alias("partitions"),
+        F.coalesce(F.sum("batch_count"), F.lit(0)).alias("batches"),
+        F.coalesce(F.sum("record_count"), F.lit(0)).alias("records"),
+        F.coalesce(F.sum("aborted_records"), F.lit(0)).alias("aborted_records"),
+        F.count_if(is_open).alias("with_open_transactions"),
+        F.count_if(F.col("hanging_transactions") > 0).alias("with_hanging_transactions"),
+    ).first()
+    listed = (
+        partitions.where(is_open)
+        .orderBy(
+            F.col("hanging_transactions").desc(),
+            F.col("open_transactions").desc(),
+            F.col("topic").asc(),
+            F.col("partition").asc(),
+            F.col("broker_id").asc_nulls_last(),
+        )
+        .select(*OPEN_PARTITION_FIELDS)
+        .limit(top_n)
+        .collect()
+    )
+    section = {name: int(value) for name, value in totals.asDict().items()}
+    section["open"] = [row.asDict() for row in listed]
+    return section
+
+
+def to_json(summary: dict[str, Any]) -> str:
+    """Sorted keys at every level, evidence maps included, so that two summaries diff line by line."""
+    return json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_summary(summary: dict[str, Any], warehouse: str) -> str:
+    """Write WH/reports/<run id>/summary.json on a local path or, for URIs, through pyarrow.fs; return where."""
+    relative = f"reports/{summary['run']['id']}/summary.json"
+    data = to_json(summary).encode("utf-8")
+    scheme = _URI.match(warehouse)
+    if scheme is None:
+        target = Path(warehouse) / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        return str(target)
+    uri = warehouse.rstrip("/")
+    arrow_uri = _HADOOP_SCHEMES.get(scheme.group(1), scheme.group(1)) + uri[len(scheme.group(1)) :]
+    filesystem, root = pafs.FileSystem.from_uri(arrow_uri)
+    target = f"{root.rstrip('/')}/{relative}"
+    filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    with filesystem.open_output_stream(target) as out:
+        out.write(data)
+    return f"{uri}/{relative}"
+
+
+def render_text(summary: dict[str, Any]) -> str:
+    """The summary as plain-text tables for a terminal."""
+    run = summary["run"]
+    findings = summary["findings"]
+    partitions = summary["partitions"]
+    lines = [
+        f"produce-audit run {run['id']}",
+        f"reference time: {_reference_time(run.get('reference_time_ms'))}",
+        f"partitions: {partitions['partitions']:,}  batches: {partitions['batches']:,}  "
+        f"records: {partitions['records']:,}  aborted records: {partitions['aborted_records']:,}",
+        "",
+        f"Findings by severity ({findings['total']:,} in all)",
+        *_table(("SEVERITY", "COUNT"), [(s, findings["by_severity"][s]) for s in reversed(SEVERITIES)]),
+    ]
+    if findings["by_rule"]:
+        rule_rows = [
+            (code, entry["name"], _severity_list(entry["by_severity"]), entry["count"])
+            for code, entry in sorted(findings["by_rule"].items())
+        ]
+        lines += ["", "Findings by rule", *_table(("RULE", "NAME", "SEVERITIES", "COUNT"), rule_rows)]
+    if findings["top"]:
+        top_rows = [
+            (
+                f["severity"],
+                f["rule_code"],
+                f["topic"],
+                f["partition"],
+                _offsets(f["base_offset"], f["last_offset"]),
+                _producer(f["producer_id"], f["producer_epoch"]),
+                _shorten(f["message"]),
+            )
+            for f in findings["top"]
+        ]
+        lines += [
+            "",
+            f"Top findings ({len(findings['top'])} of {findings['total']:,})",
+            *_table(("SEVERITY", "RULE", "TOPIC", "PARTITION", "OFFSETS", "PRODUCER:EPOCH", "MESSAGE"), top_rows),
+        ]
+    transactions = summary["transactions"]
+    lines += [
+        "",
+        f"Transactions by outcome ({transactions['total']:,} in all)",
+        *_table(("OUTCOME", "COUNT"), list(transactions["by_outcome"].items())),
+        "",
+        f"Partitions with open transactions: {partitions['with_open_transactions']:,} "
+        f"(hanging: {partitions['with_hanging_transactions']:,})",
+    ]
+    if partitions["open"]:
+        open_rows = [
+            (
+                p["topic"],
+                p["partition"],
+                p["open_transactions"],
+                p["hanging_transactions"],
+                p["first_unstable_offset"],
+                p["last_stable_offset"],
+            )
+            for p in partitions["open"]
+        ]
+        lines += _table(("TOPIC", "PARTITION", "OPEN", "HANGING", "FIRST UNSTABLE", "LAST STABLE"), open_rows)
+    return "\n".join(lines)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    numeric = [bool(rows) and all(isinstance(row[i], int | None) for row in rows) for i in range(len(headers))]
+    widths = [max([len(header), *(len(row[i]) for row in cells)]) for i, header in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        padded = (v.rjust(w) if right else v.ljust(w) for v, w, right in zip(values, widths, numeric, strict=True))
+        return "  ".join(padded).rstrip()
+
+    return [line(headers), *(line(row) for row in cells)]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _reference_time(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "latest batch timestamp of each partition"
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return f"{moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')} ({epoch_ms} ms)"
+
+
+def _severity_list(by_severity: dict[str, int]) -> str:
+    return ",".join(s for s in reversed(SEVERITIES) if by_severity.get(s))
+
+
+def _offsets(base: int | None, last: int | None) -> str | None:
+    if base is None:
+        return None
+    return str(base) if last is None or last == base else f"{base}-{last}"
+
+
+def _producer(producer_id: int | None, epoch: int | None) -> str | None:
+    if producer_id is None:
+        return None
+    return f"{producer_id}:{epoch if epoch is not None else '-'}"
+
+
+def _shorten(message: str) -> str:
+    return message if len(message) <= _MESSAGE_WIDTH else message[: _MESSAGE_WIDTH - 3] + "..."

@@ -1,0 +1,280 @@
+"""The ingest, audit and report steps, and the `runs` row that records each command.
+
+Orchestration only: the data logic lives in pipeline.sources, pipeline.audit and pipeline.reports. Every table
+is written with overwrite_partitions by topic, so repeating a step on the same input replaces exactly the rows
+the previous attempt wrote and leaves other topics alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import schemas
+from pipeline import __version__
+from pipeline.audit.engine import run_audit
+from pipeline.audit.registry import SEVERITIES
+from pipeline.config import Settings
+from pipeline.errors import InputError
+from pipeline.reports.summary import build_summary, write_summary
+from pipeline.sources.dispatch import read_inputs
+from pipeline.tables.store import TableStore
+
+log = logging.getLogger(__name__)
+
+STATUS_SUCCEEDED = "succeeded"
+STATUS_FAILED = "failed"
+AUDIT_COMMANDS = ("audit", "run")  # commands whose run id names rows of the audit tables
+AUDIT_TABLES = (  # name (also the AuditResult attribute), schema, partition columns
+    ("findings", schemas.FINDINGS, schemas.FINDINGS_PARTITION_BY),
+    ("transactions", schemas.TRANSACTIONS, schemas.TRANSACTIONS_PARTITION_BY),
+    ("producer_state", schemas.PRODUCER_STATE, schemas.PRODUCER_STATE_PARTITION_BY),
+    ("partition_summary", schemas.PARTITION_SUMMARY, schemas.PARTITION_SUMMARY_PARTITION_BY),
+)
+
+
+@dataclass
+class StepResult:
+    """What a command produced: rows written per table, findings per severity, and the summary if one was built."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    findings_by_severity: dict[str, int] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+
+
+@dataclass
+class _RunRecord:
+    run_id: str
+    command: str
+    started_at: datetime
+    inputs: list[str] | None
+    reference_time_ms: int | None
+
+
+def ingest(spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]) -> StepResult:
+    """Load the log roots into `batches`, replacing the rows of the topics they contain."""
+    with _recorded(spark, store, settings, "ingest", run_id, inputs=inputs) as (_, result):
+        result.counts.update(_ingest(spark, store, settings, inputs))
+    return result
+
+
+def audit(
+    spark: SparkSession, store: TableStore, settings: Settings, run_id: str, reference_time_ms: int | None
+) -> StepResult:
+    """Audit every topic of `batches` and replace its rows in the four audit tables."""
+    with _recorded(spark, store, settings, "audit", run_id, reference_time_ms=reference_time_ms) as (_, result):
+        _audit(store, settings, run_id, reference_time_ms, result)
+    return result
+
+
+def report(
+    spark: SparkSession, store: TableStore, settings: Settings, run_id: str, audited_run_id: str | None = None
+) -> StepResult:
+    """Summarise an audit run (the latest successful one by default) and write its summary.json."""
+    with _recorded(spark, store, settings, "report", run_id) as (_, result):
+        audited_run_id = audited_run_id or _latest_audit_run(store)
+        _require_audit_rows(store, audited_run_id)
+        _report(store, settings, _audited_run_section(store, audited_run_id), result)
+    return result
+
+
+def run(
+    spark: SparkSession,
+    store: TableStore,
+    settings: Settings,
+    run_id: str,
+    inputs: list[str],
+    reference_time_ms: int | None,
+) -> StepResult:
+    """Ingest, audit and report under one run id and one `runs` row."""
+    recording = _recorded(spark, store, settings, "run", run_id, inputs=inputs, reference_time_ms=reference_time_ms)
+    with recording as (record, result):
+        result.counts.update(_ingest(spark, store, settings, inputs))
+        _audit(store, settings, run_id, reference_time_ms, result)
+        _report(store, settings, _run_section(record, store), result)
+    return result
+
+
+def _ingest(spark: SparkSession, store: TableStore, settings: Settings, inputs: list[str]) -> dict[str, int]:
+    # Persisted on the executors because listing the topics and writing the rows would otherwise decode
+    # every segment twice.
+    batches = read_inputs(spark, inputs, settings).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        topics = _distinct_topics(batches)
+        if not topics:
+            raise InputError(", ".join(inputs), "no Kafka log entries found")
+        store.overwrite_partitions(batches, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
+    finally:
+        batches.unpersist()
+    written = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics)).count()
+    log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
+    return {"batches": written, "topics": len(topics)}
+
+
+def _audit(
+    store: TableStore, settings: Settings, run_id: str, reference_time_ms: int | None, result: StepResult
+) -> None:
+    if not store.exists("batches"):
+        raise InputError(store.path("batches"), "table not found; run `produce-audit ingest` first")
+    batches = store.read("batches", schema=schemas.BATCHES)
+    topics = _distinct_topics(batches)
+    if not topics:
+        raise InputError(store.path("batches"), "table is empty; nothing to audit")
+    audited = run_audit(batches, settings.audit, run_id, reference_time_ms)
+    try:
+        for table, _, partition_by in AUDIT_TABLES:
+            store.overwrite_partitions(getattr(audited, table), table, partition_by, {"topic": topics})
+    finally:
+        audited.release()
+    for table, schema, _ in AUDIT_TABLES:
+        result.counts[table] = store.read(table, schema=schema).where(F.col("run_id") == run_id).count()
+    result.findings_by_severity = _findings_by_severity(store, run_id)
+    log.info(
+        "audited %d topic(s): %d finding(s) (%s)",
+        len(topics),
+        result.counts["findings"],
+        ", ".join(f"{severity} {count}" for severity, count in result.findings_by_severity.items()),
+    )
+
+
+def _report(store: TableStore, settings: Settings, run_section: dict[str, Any], result: StepResult) -> None:
+    summary = build_summary(store, run_section, settings.report.top_findings)
+    location = write_summary(summary, store.warehouse)
+    log.info("summary of run %s written to %s", run_section["id"], location)
+    result.summary = summary
+    result.findings_by_severity = dict(summary["findings"]["by_severity"])
+
+
+def _distinct_topics(batches: DataFrame) -> list[str]:
+    """The topic names of a frame: a short list, the only thing the steps collect besides aggregates."""
+    return sorted(row.topic for row in batches.select("topic").distinct().collect())
+
+
+def _findings_by_severity(store: TableStore, run_id: str) -> dict[str, int]:
+    counts = dict.fromkeys(SEVERITIES, 0)
+    rows = store.read("findings", schema=schemas.FINDINGS).where(F.col("run_id") == run_id).groupBy("severity").count()
+    for row in rows.collect():
+        counts[row["severity"]] = row["count"]
+    return counts
+
+
+def _latest_audit_run(store: TableStore) -> str:
+    if store.exists("runs"):
+        latest = (
+            store.read("runs", schema=schemas.RUNS)
+            .where(F.col("command").isin(*AUDIT_COMMANDS) & (F.col("status") == STATUS_SUCCEEDED))
+            .agg(F.max("run_id").alias("run_id"))
+            .first()
+        )
+        if latest is not None and latest.run_id is not None:
+            return latest.run_id
+    raise InputError(store.path("runs"), "no successful audit run recorded; run `produce-audit audit` first")
+
+
+def _require_audit_rows(store: TableStore, audited_run_id: str) -> None:
+    """A run's rows disappear when a later audit of the same topics replaces them; say so instead of an empty report."""
+    summaries = store.read("partition_summary", schema=schemas.PARTITION_SUMMARY)
+    if summaries.where(F.col("run_id") == audited_run_id).limit(1).count() == 0:
+        raise InputError(
+            store.path("partition_summary"),
+            f"no rows of run {audited_run_id}: not an audit run, or a later audit of the same topics replaced them",
+        )
+
+
+def _audited_run_section(store: TableStore, audited_run_id: str) -> dict[str, Any]:
+    """The `run` section of a report on an earlier run, from that run's row in `runs` when it has one."""
+    section: dict[str, Any] = {"id": audited_run_id}
+    if store.exists("runs"):
+        row = (
+            store.read("runs", schema=schemas.RUNS)
+            .where((F.col("run_id") == audited_run_id) & F.col("command").isin(*AUDIT_COMMANDS))
+            .first()
+        )
+        if row is not None:
+            section.update(
+                command=row.command,
+                started_at=_iso(row.started_at),
+                inputs=list(row.inputs or []),
+                reference_time_ms=row.reference_time_ms,
+                delta_backend=row.delta_backend,
+                tool_version=row.tool_version,
+            )
+    section["reported_at"] = _iso(datetime.now(UTC))
+    return section
+
+
+def _run_section(record: _RunRecord, store: TableStore) -> dict[str, Any]:
+    return {
+        "id": record.run_id,
+        "command": record.command,
+        "started_at": _iso(record.started_at),
+        "inputs": list(record.inputs or []),
+        "reference_time_ms": record.reference_time_ms,
+        "delta_backend": store.backend_name,
+        "tool_version": __version__,
+        "reported_at": _iso(datetime.now(UTC)),
+    }
+
+
+@contextmanager
+def _recorded(
+    spark: SparkSession,
+    store: TableStore,
+    settings: Settings,
+    command: str,
+    run_id: str,
+    inputs: list[str] | None = None,
+    reference_time_ms: int | None = None,
+) -> Iterator[tuple[_RunRecord, StepResult]]:
+    """Append the command's `runs` row when it ends, as failed if it raised (without hiding the error)."""
+    record = _RunRecord(run_id, command, datetime.now(UTC), inputs, reference_time_ms)
+    result = StepResult()
+    try:
+        yield record, result
+    except Exception:
+        try:
+            _append_run(spark, store, settings, record, STATUS_FAILED, result.counts)
+        except Exception as exc:  # the step's own error is the one worth reporting
+            log.warning("could not record failed run %s in %s: %s", run_id, store.path("runs"), exc)
+        raise
+    counts = dict(result.counts)
+    counts.update({f"findings.{severity}": count for severity, count in result.findings_by_severity.items()})
+    _append_run(spark, store, settings, record, STATUS_SUCCEEDED, counts)
+
+
+def _append_run(
+    spark: SparkSession,
+    store: TableStore,
+    settings: Settings,
+    record: _RunRecord,
+    status: str,
+    counts: Mapping[str, int],
+) -> None:
+    row = (
+        record.run_id,
+        record.command,
+        record.started_at,
+        datetime.now(UTC),
+        status,
+        record.inputs,
+        record.reference_time_ms,
+        store.backend_name,
+        dict(counts),
+        json.dumps(settings.model_dump(mode="json"), sort_keys=True),
+        __version__,
+    )
+    store.append(spark.createDataFrame([row], schemas.RUNS), "runs")
+
+
+def _iso(moment: datetime) -> str:
+    """UTC ISO-8601 with a Z; PySpark collects timestamps as naive local time, which astimezone understands."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,951 @@
+"""The files beside a partition's segments: decoders, sanity checks, and their Spark reader.
+
+Covers `.txnindex` (spec §1.3), producer-state `.snapshot` (§1.4), `.index`/`.timeindex`, and the text files
+`leader-epoch-checkpoint`, `partition.metadata` and the log-dir offset checkpoints (§1.2). The decoders are
+pure Python and never raise on bad content: they turn what the broker would reject into rows and problems,
+so the rules of §6.1 and §6.6 are filters. Lengths read from a file are compared with the file's size and
+never used to allocate.
+
+As for segments, the driver only lists the log roots; every file is read and decoded on the executors
+inside `mapInArrow`. A file that cannot be read gives an 'unreadable' row (`.txnindex`, `.snapshot`) or a
+problem row naming the I/O error, instead of failing the job.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import logging
+import re
+import struct
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import astuple, dataclass
+from functools import partial, reduce
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+from crc32c import crc32c
+from pyarrow import fs as pafs
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pipeline.config import IngestSettings, Settings
+from pipeline.sources.dumplog import SOURCE_FORMAT as DUMPLOG_FORMAT
+from pipeline.sources.kafka_format import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+)
+from pipeline.sources.segments import META_PROPERTIES, PARTITION_DIR, RootListing, SkippedDir, list_root, resolve
+from pipeline.sources.segments import SOURCE_FORMAT as SEGMENT_FORMAT
+from schemas.checkpoints import CHECKPOINT_KINDS, CHECKPOINTS
+from schemas.file_problems import FILE_PROBLEMS
+from schemas.leader_epochs import LEADER_EPOCHS
+from schemas.partition_metadata import PARTITION_METADATA
+from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
+from schemas.txn_index import TXN_INDEX
+
+log = logging.getLogger(__name__)
+
+
+class Rule(NamedTuple):
+    code: str
+    severity: str
+
+
+FILE_NAMING = Rule("SEG-001", "WARN")
+OFFSET_INDEX = Rule("SEG-004", "WARN")
+TIME_INDEX = Rule("SEG-005", "WARN")
+PARTITION_METADATA_FORMAT = Rule("SEG-006", "WARN")
+EPOCH_CHECKPOINT_FORMAT = Rule("LEP-001", "ERROR")
+SNAPSHOT_CORRUPT = Rule("SNP-001", "WARN")
+
+STATUS_OK = "ok"
+STATUS_TRUNCATED = "truncated"
+STATUS_UNREADABLE = "unreadable"
+SNAPSHOT_BAD_VERSION = "bad_version"
+SNAPSHOT_TRAILING_BYTES = "trailing_bytes"
+SNAPSHOT_CRC_MISMATCH = "crc_mismatch"
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA_FILE = "partition.metadata"
+TXN_INDEX_SUFFIX = "txnindex"
+SNAPSHOT_SUFFIX = "snapshot"
+OFFSET_INDEX_SUFFIX = "index"
+TIME_INDEX_SUFFIX = "timeindex"
+_SEGMENT_SUFFIXES = ("log", OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, SNAPSHOT_SUFFIX)
+_SEGMENT_FAMILY = re.compile(rf"^(?P<offset>\d{{20}})\.(?P<suffix>{'|'.join(_SEGMENT_SUFFIXES)})$")
+_LEFTOVER = re.compile(rf"^\d+\.(?:{'|'.join(_SEGMENT_SUFFIXES)})\.(?P<suffix>deleted|cleaned|swap)$")
+_LEFTOVER_MEANING = {
+    "deleted": "renamed for asynchronous deletion and not removed yet",
+    "cleaned": "output of a log-cleaner pass that did not finish; the broker deletes it at startup",
+    "swap": "a segment replacement (compaction or split) that did not finish; the broker completes it at startup",
+}
+_OFFSET_NAMED = re.compile(r"^\d+\.")
+_LOG_DIR_FILES = {META_PROPERTIES, ".kafka_cleanshutdown", "bootstrap.checkpoint", *CHECKPOINT_KINDS}
+_INT64_MAX = 2**63 - 1
+
+TXN_INDEX_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
+SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, CRC-32C of bytes [6, EOF), entry count
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+SNAPSHOT_VERSION = 1
+SNAPSHOT_CRC_START = 6
+NO_OPEN_TRANSACTION = -1
+OFFSET_INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position in the .log
+TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+_VERSION = struct.Struct(">h")
+_VERSION_AND_CRC = struct.Struct(">hI")
+_OFFSET_AND_SIZE = struct.Struct(">qi")
+_V2_LAST_DELTA_AND_MAX_TIMESTAMP = struct.Struct(">i8xq")  # at byte 23: lastOffsetDelta, firstTimestamp, max
+_V2_LAST_DELTA_AT = 23
+_V1_TIMESTAMP = struct.Struct(">q")
+_V1_TIMESTAMP_AT = 18
+
+_SNAPSHOT_ENTRY_FIELDS = (
+    "producer_id",
+    "producer_epoch",
+    "last_sequence",
+    "last_offset",
+    "offset_delta",
+    "timestamp",
+    "coordinator_epoch",
+    "current_txn_first_offset",
+)
+_TXN_INDEX_ENTRY_FIELDS = ("version", "producer_id", "first_offset", "last_offset", "last_stable_offset")
+
+FILE_DESCRIPTOR = T.StructType(
+    [
+        T.StructField("location", T.StringType(), False),
+        T.StructField("kind", T.StringType(), False),
+        T.StructField("topic", T.StringType(), True),
+        T.StructField("partition", T.IntegerType(), True),
+        T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("base_offset", T.LongType(), True),
+        T.StructField("size", T.LongType(), False),
+        T.StructField("log_location", T.StringType(), True),
+        T.StructField("offset_index_location", T.StringType(), True),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class FileDescriptor:
+    """One file to decode on an executor; locations are local paths or URIs opened as they are."""
+
+    location: str
+    kind: str  # a segment-family suffix, or the name of a text file
+    topic: str | None  # None for a log-dir checkpoint, whose entries name their partitions
+    partition: int | None
+    broker_id: int | None
+    base_offset: int | None  # from a `<20 digits>.<suffix>` name
+    size: int
+    log_location: str | None = None  # `.index`/`.timeindex`: the segment they index, if it exists
+    offset_index_location: str | None = None  # `.timeindex`: the segment's `.index`, to start lookups from
+
+
+@dataclass(frozen=True)
+class PartitionFileDiscovery:
+    files: list[FileDescriptor]
+    naming_problems: list[dict[str, Any]]  # FILE_PROBLEMS rows (SEG-001)
+    skipped: list[SkippedDir]
+
+
+@dataclass(frozen=True)
+class PartitionFiles:
+    """The tables read from the files beside the segments; each DataFrame is lazy."""
+
+    txn_index: DataFrame
+    producer_snapshots: DataFrame
+    leader_epochs: DataFrame
+    checkpoints: DataFrame
+    partition_metadata: DataFrame
+    file_problems: DataFrame
+
+
+class FormatProblem(NamedTuple):
+    """What the broker would reject in a text file; `line` is 1-based, None for the file as a whole."""
+
+    line: int | None
+    message: str
+
+
+class IndexProblem(NamedTuple):
+    """An SEG-004/SEG-005 finding at byte `position` of the index file."""
+
+    position: int
+    message: str
+
+
+LogReader = Callable[[int, int], bytes]
+"""(position, length) -> up to `length` bytes of the `.log` from `position`; fewer at its end."""
+
+_Decoder = Callable[[FileDescriptor], list[dict[str, Any]]]
+
+
+# --- binary decoders ---------------------------------------------------------------------------------
+
+
+def decode_txn_index(data: bytes) -> list[dict[str, Any]]:
+    """Rows (TXN_INDEX names, without provenance) of a `.txnindex`: one per 34-byte entry, in file order.
+
+    Bytes after the last whole entry give one 'truncated' row. `version` is the whole int16; the broker reads
+    only its first byte, and both must be 0 for a valid entry.
+    """
+    whole = len(data) - len(data) % TXN_INDEX_ENTRY.size
+    rows = [
+        {
+            **dict(zip(_TXN_INDEX_ENTRY_FIELDS, fields, strict=True)),
+            "entry_status": STATUS_OK,
+            "position": number * TXN_INDEX_ENTRY.size,
+        }
+        for number, fields in enumerate(TXN_INDEX_ENTRY.iter_unpack(memoryview(data)[:whole]))
+    ]
+    if whole < len(data):
+        rows.append({**dict.fromkeys(_TXN_INDEX_ENTRY_FIELDS), "entry_status": STATUS_TRUNCATED, "position": whole})
+    return rows
+
+
+def decode_producer_snapshot(data: bytes) -> list[dict[str, Any]]:
+    """Rows (PRODUCER_SNAPSHOTS names, without provenance) of a producer-state snapshot.
+
+    One 'ok' row per entry, or one row with null producer fields for a snapshot without entries or a file
+    the broker would reject (the status conventions are in schemas/producer_snapshots.py). Checks run in
+    the broker's order (version, then the entry array, then the CRC) except that a structural fault names
+    the status even when the CRC fails too.
+    """
+    size = len(data)
+    version = _VERSION.unpack_from(data)[0] if size >= _VERSION.size else None
+    crc_valid = stored_crc = computed_crc = None
+    if size >= SNAPSHOT_CRC_START:
+        stored_crc = _VERSION_AND_CRC.unpack_from(data)[1]
+        computed_crc = crc32c(memoryview(data)[SNAPSHOT_CRC_START:])
+        crc_valid = stored_crc == computed_crc
+
+    def file_row(status: str, note: str | None) -> list[dict[str, Any]]:
+        row = dict.fromkeys(_SNAPSHOT_ENTRY_FIELDS)
+        row.update(version=version, crc_valid=crc_valid, file_status=status, file_note=note)
+        return [row]
+
+    if version is not None and version != SNAPSHOT_VERSION:
+        return file_row(SNAPSHOT_BAD_VERSION, f"version {version}; only version {SNAPSHOT_VERSION} exists")
+    if size < SNAPSHOT_HEADER.size:
+        return file_row(STATUS_TRUNCATED, f"{size} bytes, shorter than the {SNAPSHOT_HEADER.size}-byte header")
+    count = SNAPSHOT_HEADER.unpack_from(data)[2]
+    if count < 0:
+        return file_row(STATUS_TRUNCATED, f"negative entry count {count}")
+    end = SNAPSHOT_HEADER.size + count * SNAPSHOT_ENTRY.size
+    if size < end:
+        return file_row(STATUS_TRUNCATED, f"{count} entries need {end} bytes, the file has {size}")
+    if size > end:
+        return file_row(SNAPSHOT_TRAILING_BYTES, f"{size - end} bytes after the {count} entries")
+    if not crc_valid:
+        note = f"stored CRC-32C {stored_crc:#010x}, computed {computed_crc:#010x} over bytes [6, {size})"
+        return file_row(SNAPSHOT_CRC_MISMATCH, note)
+    if count == 0:
+        return file_row(STATUS_OK, None)
+    rows = []
+    for fields in SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[SNAPSHOT_HEADER.size : end]):
+        row = dict(zip(_SNAPSHOT_ENTRY_FIELDS, fields, strict=True))
+        if row["current_txn_first_offset"] == NO_OPEN_TRANSACTION:
+            row["current_txn_first_offset"] = None
+        row.update(version=version, crc_valid=True, file_status=STATUS_OK, file_note=None)
+        rows.append(row)
+    return rows
+
+
+# --- index sanity (SEG-004, SEG-005) -----------------------------------------------------------------
+
+
+class _NoBatch(ValueError):
+    """No batch header can be read where an index points; the message says why."""
+
+
+class _BatchHeader(NamedTuple):
+    last_offset: int
+    max_timestamp: int | None  # None for magic 0, which has no timestamps
+    next_position: int
+
+
+def check_offset_index(data: bytes, base_offset: int, read_log: LogReader | None) -> list[IndexProblem]:
+    """SEG-004 problems of a `.index`: its size, its order, and whether each entry's position starts a batch
+    whose last offset is the entry's offset (one header read per entry)."""
+    problems = _size_problems(data, OFFSET_INDEX_ENTRY.size)
+    entries = _index_entries(data, OFFSET_INDEX_ENTRY, relative_field=0)
+    if entries and read_log is None:
+        problems.append(IndexProblem(0, "no .log segment beside it to check its entries against"))
+    previous = None
+    for file_position, (relative, position) in entries:
+        if previous is not None and relative <= previous:
+            problems.append(IndexProblem(file_position, f"relative offset {relative} does not follow {previous}"))
+        previous = relative
+        if read_log is None:
+            continue
+        offset = base_offset + relative
+        try:
+            header = _batch_at(read_log, position)
+        except _NoBatch as exc:
+            problems.append(IndexProblem(file_position, f"entry for offset {offset}: {exc}"))
+            continue
+        if header.last_offset != offset:
+            problems.append(
+                IndexProblem(
+                    file_position,
+                    f"entry for offset {offset} points at byte {position}, "
+                    f"where the batch ends at offset {header.last_offset}",
+                )
+            )
+    return problems
+
+
+def check_time_index(
+    data: bytes, base_offset: int, offset_index: bytes, read_log: LogReader | None
+) -> list[IndexProblem]:
+    """SEG-005 problems of a `.timeindex`: its size, its order, and whether a batch ends at each entry's
+    offset with the entry's timestamp as its max timestamp (magic 1 and 2; magic 0 has none).
+
+    The batch is found like DumpLogSegments does: from the `.index` position at or below the offset, walking
+    batch headers forward; a walk resumes where the previous entry's ended, so each header is read about once.
+    """
+    problems = _size_problems(data, TIME_INDEX_ENTRY.size)
+    entries = _index_entries(data, TIME_INDEX_ENTRY, relative_field=1)
+    if entries and read_log is None:
+        problems.append(IndexProblem(0, "no .log segment beside it to check its entries against"))
+    lookup = [entry for _, entry in _index_entries(offset_index, OFFSET_INDEX_ENTRY, relative_field=0)]
+    lookup_offsets = [relative for relative, _ in lookup]
+    previous: tuple[int, int] | None = None
+    resume: tuple[int, int] | None = None  # (position, last offset) of the batch the previous entry found
+    for file_position, (timestamp, relative) in entries:
+        if previous is not None:
+            if timestamp <= previous[0]:
+                problems.append(IndexProblem(file_position, f"timestamp {timestamp} does not follow {previous[0]}"))
+            if relative < previous[1]:
+                problems.append(IndexProblem(file_position, f"relative offset {relative} is below {previous[1]}"))
+        previous = (timestamp, relative)
+        if read_log is None:
+            continue
+        offset = base_offset + relative
+        slot = bisect.bisect_right(lookup_offsets, relative) - 1
+        start = lookup[slot][1] if slot >= 0 else 0
+        if resume is not None and resume[0] >= start and resume[1] <= offset:
+            start = resume[0]
+        try:
+            position, header = _find_batch(read_log, start, offset)
+        except _NoBatch as exc:
+            problems.append(IndexProblem(file_position, f"entry for offset {offset}: {exc}"))
+            continue
+        resume = (position, header.last_offset)
+        if header.last_offset != offset:
+            problems.append(
+                IndexProblem(
+                    file_position,
+                    f"entry for offset {offset}: no batch ends there (the batch at byte {position} "
+                    f"ends at offset {header.last_offset})",
+                )
+            )
+        elif header.max_timestamp is not None and header.max_timestamp != timestamp:
+            problems.append(
+                IndexProblem(
+                    file_position,
+                    f"entry for offset {offset}: timestamp {timestamp}, "
+                    f"but the batch's max timestamp is {header.max_timestamp}",
+                )
+            )
+    return problems
+
+
+def _size_problems(data: bytes, entry_size: int) -> list[IndexProblem]:
+    extra = len(data) % entry_size
+    if not extra:
+        return []
+    whole = len(data) - extra
+    return [IndexProblem(whole, f"size {len(data)} is not a multiple of {entry_size}: {extra} bytes after the entries")]
+
+
+def _index_entries(data: bytes, entry: struct.Struct, relative_field: int) -> list[tuple[int, tuple[int, ...]]]:
+    """(byte position, fields) of the entries in use: a preallocated index ends at its first zero entry after
+    entry 0, one whose relative offset is 0 (DumpLogSegments stops there too)."""
+    whole = len(data) - len(data) % entry.size
+    entries = []
+    for number, fields in enumerate(entry.iter_unpack(memoryview(data)[:whole])):
+        if number > 0 and fields[relative_field] == 0:
+            break
+        entries.append((number * entry.size, fields))
+    return entries
+
+
+def _batch_at(read_log: LogReader, position: int) -> _BatchHeader:
+    """The header fields of the log entry at `position`, from one read of at most 61 bytes."""
+    if position < 0:
+        raise _NoBatch(f"negative position {position}")
+    header = read_log(position, RECORD_BATCH_OVERHEAD)
+    if len(header) < HEADER_SIZE_UP_TO_MAGIC:
+        raise _NoBatch(f"the log has no entry header at byte {position}")
+    base_offset, size = _OFFSET_AND_SIZE.unpack_from(header)
+    if size < RECORD_OVERHEAD_V0:
+        raise _NoBatch(f"the entry at byte {position} has size {size}, below the minimum {RECORD_OVERHEAD_V0}")
+    next_position = position + LOG_OVERHEAD + size
+    magic = header[HEADER_SIZE_UP_TO_MAGIC - 1]
+    if magic == 2:
+        if len(header) < _V2_LAST_DELTA_AT + _V2_LAST_DELTA_AND_MAX_TIMESTAMP.size:
+            raise _NoBatch(f"the batch header at byte {position} is cut off by the end of the log")
+        last_offset_delta, max_timestamp = _V2_LAST_DELTA_AND_MAX_TIMESTAMP.unpack_from(header, _V2_LAST_DELTA_AT)
+        return _BatchHeader(base_offset + last_offset_delta, max_timestamp, next_position)
+    if magic == 1:
+        if len(header) < _V1_TIMESTAMP_AT + _V1_TIMESTAMP.size:
+            raise _NoBatch(f"the message header at byte {position} is cut off by the end of the log")
+        return _BatchHeader(base_offset, _V1_TIMESTAMP.unpack_from(header, _V1_TIMESTAMP_AT)[0], next_position)
+    if magic == 0:
+        return _BatchHeader(base_offset, None, next_position)
+    raise _NoBatch(f"the entry at byte {position} has magic {magic}")
+
+
+def _find_batch(read_log: LogReader, start: int, offset: int) -> tuple[int, _BatchHeader]:
+    """The first batch from `start` on whose last offset reaches `offset`; positions only move forward."""
+    position = start
+    while True:
+        header = _batch_at(read_log, position)
+        if header.last_offset >= offset:
+            return position, header
+        position = header.next_position
+
+
+# --- text files ----------------------------------------------------------------------------------------
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_BASE64_UUID = re.compile(r"[A-Za-z0-9_-]{22}(?:==)?")
+_ZERO_UUID = bytes(16)
+
+
+def decode_leader_epoch_checkpoint(text: str) -> tuple[list[dict[str, Any]], list[FormatProblem]]:
+    """Entries (`epoch`, `start_offset`, `line`) of a `leader-epoch-checkpoint`, and its LEP-001 problems.
+
+    The file is read as the broker's CheckpointReadBuffer reads it: version `0`, entry count, then one
+    `<leader epoch> <start offset>` line per entry. An empty file has no entries and no problem.
+    """
+    return _decode_checkpoint(text, _epoch_entry, "<leader epoch> <start offset>")
+
+
+def decode_offset_checkpoint(text: str) -> tuple[list[dict[str, Any]], list[FormatProblem]]:
+    """Entries (`topic`, `partition`, `offset`, `line`) of a log-dir offset checkpoint, and its problems.
+
+    Same layout as `decode_leader_epoch_checkpoint`, with `<topic> <partition> <offset>` lines.
+    """
+    return _decode_checkpoint(text, _offset_entry, "<topic> <partition> <offset>")
+
+
+def decode_partition_metadata(text: str) -> tuple[dict[str, Any], list[FormatProblem]]:
+    """`version` and `topic_id` of a `partition.metadata`, as far as they can be read, and its SEG-006 problem.
+
+    Read as PartitionMetadataReadBuffer does (`version: 0`, then `topic_id: <base64 UUID>`, not the zero
+    UUID); unlike the broker, the two key names are checked too. The broker stops at the first problem, so
+    there is at most one.
+    """
+    row: dict[str, Any] = {"version": None, "topic_id": None}
+    lines = _lines(text)
+    if not lines:
+        return row, [FormatProblem(None, "the file is empty")]
+    fields = _fields(lines[0])
+    version = _parse_int(fields[1], 32) if len(fields) == 2 and fields[0] == "version:" else None
+    if version is None:
+        return row, [FormatProblem(1, f"line 1: {lines[0]!r} is not 'version: <number>'")]
+    row["version"] = version
+    if version != 0:
+        return row, [FormatProblem(1, f"line 1: version {version}, expected 0")]
+    if len(lines) < 2:
+        return row, [FormatProblem(2, "line 2: missing, expected 'topic_id: <uuid>'")]
+    fields = _fields(lines[1])
+    if len(fields) != 2 or fields[0] != "topic_id:":
+        return row, [FormatProblem(2, f"line 2: {lines[1]!r} is not 'topic_id: <uuid>'")]
+    if not _BASE64_UUID.fullmatch(fields[1]):
+        return row, [FormatProblem(2, f"line 2: {fields[1]!r} is not a URL-safe base64 UUID")]
+    row["topic_id"] = fields[1]
+    if base64.urlsafe_b64decode(fields[1][:22] + "==") == _ZERO_UUID:
+        return row, [FormatProblem(2, "line 2: the zero UUID is not a valid topic id")]
+    return row, []
+
+
+def _decode_checkpoint(
+    text: str, entry_of: Callable[[list[str]], dict[str, Any] | None], entry_format: str
+) -> tuple[list[dict[str, Any]], list[FormatProblem]]:
+    rows: list[dict[str, Any]] = []
+    problems: list[FormatProblem] = []
+    lines = _lines(text)
+    if lines and _parse_int(lines[0], 32) != 0:
+        problems.append(FormatProblem(1, f"line 1: version {lines[0]!r}, expected 0"))
+    if len(lines) < 2:
+        return rows, problems  # the broker reads no entries from a file that ends before its count
+    count = _parse_int(lines[1], 32)
+    if count is None or count < 0:
+        problems.append(FormatProblem(2, f"line 2: entry count {lines[1]!r} is not a non-negative integer"))
+    for number, line in enumerate(lines[2:], start=3):
+        entry = entry_of(_fields(line))
+        if entry is None:
+            problems.append(FormatProblem(number, f"line {number}: {line!r} is not '{entry_format}'"))
+        else:
+            rows.append({**entry, "line": number})
+    if count is not None and count >= 0 and count != len(lines) - 2:
+        problems.append(FormatProblem(2, f"line 2: the count says {count} entries, {len(lines) - 2} lines follow"))
+    return rows, problems
+
+
+def _epoch_entry(fields: list[str]) -> dict[str, Any] | None:
+    if len(fields) != 2:
+        return None
+    epoch, start_offset = _parse_int(fields[0], 32), _parse_int(fields[1], 64)
+    if epoch is None or start_offset is None:
+        return None
+    return {"epoch": epoch, "start_offset": start_offset}
+
+
+def _offset_entry(fields: list[str]) -> dict[str, Any] | None:
+    if len(fields) != 3:
+        return None
+    partition, offset = _parse_int(fields[1], 32), _parse_int(fields[2], 64)
+    if partition is None or offset is None:
+        return None
+    return {"topic": fields[0], "partition": partition, "offset": offset}
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as Java's BufferedReader.readLine returns them: a final line break does not open another line."""
+    lines = _LINE_BREAK.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _fields(line: str) -> list[str]:
+    """Java's `line.split("\\\\s+")`: a leading empty field is kept (and makes the line malformed)."""
+    fields = _JAVA_WHITESPACE.split(line)
+    while fields and fields[-1] == "":
+        fields.pop()
+    return fields
+
+
+def _parse_int(text: str, bits: int) -> int | None:
+    """Java's Integer/Long.parseInt: optional sign, ASCII digits, in range; None where Java would throw."""
+    if not _JAVA_INT.fullmatch(text):
+        return None
+    value = int(text)
+    limit = 1 << (bits - 1)
+    return value if -limit <= value < limit else None
+
+
+# --- discovery (driver) --------------------------------------------------------------------------------
+
+
+def naming_problem(name: str) -> str | None:
+    """Why a file name in a partition dir breaks SEG-001, or None. Only names that look like segment, index
+    or snapshot files are judged; other files (`.gitkeep`, KRaft `quorum-state`, ...) are not the log's."""
+    leftover = _LEFTOVER.match(name)
+    if leftover:
+        return f"leftover .{leftover['suffix']} file: {_LEFTOVER_MEANING[leftover['suffix']]}"
+    family = _SEGMENT_FAMILY.match(name)
+    if family:
+        return None if int(family["offset"]) <= _INT64_MAX else "the offset in the name exceeds the int64 range"
+    if _OFFSET_NAMED.match(name) or name.endswith(tuple(f".{suffix}" for suffix in _SEGMENT_SUFFIXES)):
+        return f"not a 20-digit zero-padded offset with one of the suffixes .{', .'.join(_SEGMENT_SUFFIXES)}"
+    return None
+
+
+def discover_partition_files(roots: list[str], ingest: IngestSettings) -> PartitionFileDiscovery:
+    """The files to decode under each root, and SEG-001 naming problems, on the driver without reading files.
+
+    Roots are what `read_segments` takes. A directory named `<topic>-<partition>` is a partition dir unless it
+    holds a log-dir file (`meta.properties`, an offset checkpoint, ...). Offset checkpoints are taken from
+    every other directory, and from the root's parent when the root is a partition dir.
+    """
+    files: dict[str, FileDescriptor] = {}
+    problems: dict[tuple[str, str], dict[str, Any]] = {}
+    skipped: list[SkippedDir] = []
+    for root in roots:
+        listing = list_root(root, ingest.skip_dir_suffixes, skipped)
+        for file in _root_files(listing, problems):
+            files.setdefault(file.location, file)
+    return PartitionFileDiscovery(list(files.values()), list(problems.values()), skipped)
+
+
+def _root_files(listing: RootListing, problems: dict[tuple[str, str], dict[str, Any]]) -> Iterator[FileDescriptor]:
+    directories: dict[str, dict[str, int]] = {}
+    for relative, size in listing.files.items():
+        directory, _, name = relative.rpartition("/")
+        directories.setdefault(directory, {})[name] = size
+    broker_ids: dict[str, int | None] = {}
+
+    def broker_id(log_dir: str) -> int | None:
+        if log_dir not in broker_ids:
+            broker_ids[log_dir] = listing.broker_id(log_dir)
+        return broker_ids[log_dir]
+
+    root_is_partition_dir = False
+    for directory, names in directories.items():
+        prefix = f"{directory}/" if directory else ""
+        partition = PARTITION_DIR.match(directory.rpartition("/")[2] if directory else listing.base.rpartition("/")[2])
+        if partition is None or not _LOG_DIR_FILES.isdisjoint(names):
+            for kind in CHECKPOINT_KINDS:
+                if kind in names:
+                    location = listing.location_of(prefix + kind)
+                    yield FileDescriptor(location, kind, None, None, broker_id(directory), None, names[kind])
+            continue
+        root_is_partition_dir = root_is_partition_dir or not directory
+        log_dir = directory.rpartition("/")[0] if directory else ".."
+        yield from _partition_dir_files(
+            listing, prefix, names, partition["topic"], int(partition["partition"]), broker_id(log_dir), problems
+        )
+    if root_is_partition_dir:
+        yield from _parent_checkpoints(listing, broker_id(".."))
+
+
+def _partition_dir_files(
+    listing: RootListing,
+    prefix: str,
+    names: dict[str, int],
+    topic: str,
+    partition: int,
+    broker_id: int | None,
+    problems: dict[tuple[str, str], dict[str, Any]],
+) -> Iterator[FileDescriptor]:
+    for name, size in names.items():
+        location = listing.location_of(prefix + name)
+        problem = naming_problem(name)
+        if problem is not None:
+            problems[(FILE_NAMING.code, location)] = _problem_row(
+                FILE_NAMING, topic, partition, location, None, f"{name}: {problem}", broker_id
+            )
+            continue
+        if name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE):
+            yield FileDescriptor(location, name, topic, partition, broker_id, None, size)
+            continue
+        family = _SEGMENT_FAMILY.match(name)
+        if family is None or family["suffix"] == "log":
+            continue
+        offset, suffix = family["offset"], family["suffix"]
+        log_name, offset_index_name = f"{offset}.log", f"{offset}.{OFFSET_INDEX_SUFFIX}"
+        yield FileDescriptor(
+            location,
+            suffix,
+            topic,
+            partition,
+            broker_id,
+            int(offset),
+            size,
+            log_location=listing.location_of(prefix + log_name) if log_name in names else None,
+            offset_index_location=(
+                listing.location_of(prefix + offset_index_name)
+                if suffix == TIME_INDEX_SUFFIX and offset_index_name in names
+                else None
+            ),
+        )
+
+
+def _parent_checkpoints(listing: RootListing, broker_id: int | None) -> Iterator[FileDescriptor]:
+    """The offset checkpoints of the log dir above a partition-dir root, which the listing does not reach."""
+    parent_path = listing.base.rpartition("/")[0]
+    parent_location = listing.location.rstrip("/").rpartition("/")[0]
+    infos = listing.filesystem.get_file_info([f"{parent_path}/{kind}" for kind in CHECKPOINT_KINDS])
+    for kind, info in zip(CHECKPOINT_KINDS, infos, strict=True):
+        if info.type == pafs.FileType.File:
+            yield FileDescriptor(f"{parent_location}/{kind}", kind, None, None, broker_id, None, info.size)
+
+
+# --- Spark reader --------------------------------------------------------------------------------------
+
+
+def read_partition_files(spark: SparkSession, roots: list[str], settings: Settings) -> PartitionFiles:
+    """Every `.txnindex`, `.snapshot`, `.index`/`.timeindex`, leader-epoch checkpoint, `partition.metadata` and
+    log-dir offset checkpoint under `roots`, decoded on the executors into their tables.
+
+    `file_problems` gathers SEG-001 (from the listing), SEG-004/SEG-005 (index checks) and the LEP-001,
+    SEG-006 and SNP-001 rows of the other tables. A missing file just contributes no rows.
+    """
+    discovery = discover_partition_files(roots, settings.ingest)
+    by_kind: dict[str, list[FileDescriptor]] = {}
+    for file in discovery.files:
+        by_kind.setdefault(file.kind, []).append(file)
+    log.info("decoding %d partition files beside the segments", len(discovery.files))
+
+    def decoded(kinds: tuple[str, ...], decode: _Decoder, schema: T.StructType) -> DataFrame:
+        files = [file for kind in kinds for file in by_kind.get(kind, [])]
+        if not files:
+            return spark.createDataFrame([], schema)
+        descriptors = spark.createDataFrame([astuple(file) for file in files], FILE_DESCRIPTOR)
+        tasks = min(len(files), spark.sparkContext.defaultParallelism)
+        return descriptors.repartition(tasks).mapInArrow(
+            partial(_decode_files, decode, to_arrow_schema(schema)), schema
+        )
+
+    leader_epochs = decoded((LEADER_EPOCH_CHECKPOINT,), _leader_epoch_rows, LEADER_EPOCHS)
+    partition_metadata = decoded((PARTITION_METADATA_FILE,), _partition_metadata_rows, PARTITION_METADATA)
+    producer_snapshots = decoded((SNAPSHOT_SUFFIX,), _snapshot_rows, PRODUCER_SNAPSHOTS)
+    naming = spark.createDataFrame(
+        [tuple(row[name] for name in FILE_PROBLEMS.fieldNames()) for row in discovery.naming_problems], FILE_PROBLEMS
+    )
+    file_problems = reduce(
+        DataFrame.unionByName,
+        [
+            naming,
+            decoded((OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX), _index_problem_rows, FILE_PROBLEMS),
+            _table_problems(
+                leader_epochs.where(F.col("problem").isNotNull()),
+                EPOCH_CHECKPOINT_FORMAT,
+                F.format_string(f"{LEADER_EPOCH_CHECKPOINT}: %s", "problem"),
+            ),
+            _table_problems(
+                partition_metadata.where(F.col("problem").isNotNull()),
+                PARTITION_METADATA_FORMAT,
+                F.format_string(f"{PARTITION_METADATA_FILE}: %s", "problem"),
+            ),
+            _table_problems(
+                producer_snapshots.where(F.col("file_status") != STATUS_OK),
+                SNAPSHOT_CORRUPT,
+                F.format_string("producer snapshot %s: %s", "file_status", "file_note"),
+            ),
+        ],
+    )
+    return PartitionFiles(
+        txn_index=decoded((TXN_INDEX_SUFFIX,), _txn_index_rows, TXN_INDEX),
+        producer_snapshots=producer_snapshots,
+        leader_epochs=leader_epochs,
+        checkpoints=decoded(CHECKPOINT_KINDS, _checkpoint_rows, CHECKPOINTS),
+        partition_metadata=partition_metadata,
+        file_problems=file_problems,
+    )
+
+
+def _table_problems(problem_rows: DataFrame, rule: Rule, message: Column) -> DataFrame:
+    """FILE_PROBLEMS rows for rows of another table; a format_string message is non-nullable, as declared."""
+    return problem_rows.select(
+        F.lit(rule.code).alias("rule_code"),
+        F.lit(rule.severity).alias("severity"),
+        "topic",
+        "partition",
+        "source_file",
+        F.lit(None).cast(T.LongType()).alias("position"),
+        message.alias("message"),
+        "broker_id",
+    )
+
+
+def _decode_files(
+    decode: _Decoder, arrow_schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Executor side: file descriptors in, the rows `decode` makes of each file out, one record batch per file."""
+    for batch in batches:
+        for descriptor in batch.to_pylist():
+            rows = decode(FileDescriptor(**descriptor))
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+
+
+def _read(location: str) -> bytes:
+    filesystem, path = resolve(location)
+    with filesystem.open_input_file(path) as source:
+        return source.read()
+
+
+def _read_text(location: str) -> str:
+    """Kafka writes these files in UTF-8; other bytes become replacement characters in malformed lines."""
+    return _read(location).decode("utf-8", errors="replace")
+
+
+def _unreadable(location: str, exc: OSError) -> str:
+    log.warning("cannot read %s: %s", location, exc)
+    return f"cannot read the file: {exc}"
+
+
+def _read_at(source: pa.NativeFile, position: int, length: int) -> bytes:
+    return source.read_at(length, position)
+
+
+def _txn_index_rows(file: FileDescriptor) -> list[dict[str, Any]]:
+    try:
+        entries = decode_txn_index(_read(file.location))
+    except OSError as exc:
+        _unreadable(file.location, exc)
+        entries = [{**dict.fromkeys(_TXN_INDEX_ENTRY_FIELDS), "entry_status": STATUS_UNREADABLE, "position": 0}]
+    provenance = {
+        "topic": file.topic,
+        "partition": file.partition,
+        "segment_base_offset": file.base_offset,
+        "source_file": file.location,
+        "source_format": SEGMENT_FORMAT,
+        "broker_id": file.broker_id,
+    }
+    return [{**entry, **provenance} for entry in entries]
+
+
+def _snapshot_rows(file: FileDescriptor) -> list[dict[str, Any]]:
+    try:
+        entries = decode_producer_snapshot(_read(file.location))
+    except OSError as exc:
+        entries = [
+            {
+                **dict.fromkeys(_SNAPSHOT_ENTRY_FIELDS),
+                "version": None,
+                "crc_valid": None,
+                "file_status": STATUS_UNREADABLE,
+                "file_note": _unreadable(file.location, exc),
+            }
+        ]
+    provenance = {
+        "topic": file.topic,
+        "partition": file.partition,
+        "snapshot_offset": file.base_offset,
+        "source_file": file.location,
+        "source_format": SEGMENT_FORMAT,
+        "broker_id": file.broker_id,
+    }
+    return [{**entry, **provenance} for entry in entries]
+
+
+def _leader_epoch_rows(file: FileDescriptor) -> list[dict[str, Any]]:
+    try:
+        entries, problems = decode_leader_epoch_checkpoint(_read_text(file.location))
+    except OSError as exc:
+        entries, problems = [], [FormatProblem(None, _unreadable(file.location, exc))]
+    rows = [{**entry, "problem": None} for entry in entries]
+    rows += [{"epoch": None, "start_offset": None, "line": line, "problem": message} for line, message in problems]
+    provenance = {"topic": file.topic, "partition": file.partition, "source_file": file.location}
+    return [{**row, **provenance, "broker_id": file.broker_id} for row in rows]
+
+
+def _partition_metadata_rows(file: FileDescriptor) -> list[dict[str, Any]]:
+    try:
+        row, problems = decode_partition_metadata(_read_text(file.location))
+    except OSError as exc:
+        row, problems = {"version": None, "topic_id": None}, [FormatProblem(None, _unreadable(file.location, exc))]
+    return [
+        {
+            **row,
+            "topic": file.topic,
+            "partition": file.partition,
+            "problem": problems[0].message if problems else None,
+            "source_file": file.location,
+            "broker_id": file.broker_id,
+        }
+    ]
+
+
+def _checkpoint_rows(file: FileDescriptor) -> list[dict[str, Any]]:
+    try:
+        entries, problems = decode_offset_checkpoint(_read_text(file.location))
+    except OSError as exc:
+        entries, problems = [], [FormatProblem(None, _unreadable(file.location, exc))]
+    rows = [{**entry, "problem": None} for entry in entries]
+    rows += [{"topic": None, "partition": None, "offset": None, "problem": message} for _, message in problems]
+    return [{**row, "kind": file.kind, "source_file": file.location, "broker_id": file.broker_id} for row in rows]
+
+
+def _index_problem_rows(file: FileDescriptor) -> list[dict[str, Any]]:
+    """SEG-004/SEG-005 rows of one index file; its `.log` is opened once and read at the indexed positions."""
+    rule = OFFSET_INDEX if file.kind == OFFSET_INDEX_SUFFIX else TIME_INDEX
+    try:
+        with ExitStack() as stack:
+            read_log: LogReader | None = None
+            if file.log_location is not None:
+                filesystem, path = resolve(file.log_location)
+                segment = stack.enter_context(filesystem.open_input_file(path))
+                read_log = partial(_read_at, segment)
+            data = _read(file.location)
+            if rule is OFFSET_INDEX:
+                problems = check_offset_index(data, file.base_offset, read_log)
+            else:
+                offset_index = _read(file.offset_index_location) if file.offset_index_location else b""
+                problems = check_time_index(data, file.base_offset, offset_index, read_log)
+    except OSError as exc:
+        log.warning("cannot check %s: %s", file.location, exc)
+        problems = [IndexProblem(0, f"cannot read the index or its segment: {exc}")]
+    name = file.location.rpartition("/")[2]
+    return [
+        _problem_row(rule, file.topic, file.partition, file.location, position, f"{name}: {message}", file.broker_id)
+        for position, message in problems
+    ]
+
+
+def _problem_row(
+    rule: Rule,
+    topic: str,
+    partition: int,
+    source_file: str,
+    position: int | None,
+    message: str,
+    broker_id: int | None,
+) -> dict[str, Any]:
+    return {
+        "rule_code": rule.code,
+        "severity": rule.severity,
+        "topic": topic,
+        "partition": partition,
+        "source_file": source_file,
+        "position": position,
+        "message": message,
+        "broker_id": broker_id,
+    }
+
+
+# --- dump-text forms -----------------------------------------------------------------------------------
+
+
+def txn_index_from_dumplog(entries: DataFrame) -> DataFrame:
+    """TXN_INDEX rows of dumped `.txnindex` entries (dumplog's TXN_INDEX_ENTRIES), source_format 'dumplog'.
+
+    A dump that does not name its file gets segment_base_offset -1, as dumplog does for batches.
+    """
+    return entries.mapInArrow(partial(_convert_rows, _txn_index_row_from_dump, to_arrow_schema(TXN_INDEX)), TXN_INDEX)
+
+
+def snapshots_from_dumplog(entries: DataFrame) -> DataFrame:
+    """PRODUCER_SNAPSHOTS rows of dumped snapshot entries (dumplog's SNAPSHOT_ENTRIES), source_format 'dumplog'.
+
+    The values become the ones the file holds: the tool prints only snapshots that passed the broker's
+    version and CRC checks (version 1, crc_valid true); an entry printed without a cached batch had
+    last_sequence -1, last_offset -1 and offset_delta 0 in the file; the file's timestamp is the producer's
+    last timestamp where the dump prints one, else the cached batch's (the same field when the file is
+    read). A dump that does not name its file gets snapshot_offset -1.
+    """
+    schema = PRODUCER_SNAPSHOTS
+    return entries.mapInArrow(partial(_convert_rows, _snapshot_row_from_dump, to_arrow_schema(schema)), schema)
+
+
+def _convert_rows(
+    convert: Callable[[dict[str, Any]], dict[str, Any]], arrow_schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield pa.RecordBatch.from_pylist([convert(row) for row in batch.to_pylist()], schema=arrow_schema)
+
+
+def _txn_index_row_from_dump(entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **entry,
+        "segment_base_offset": _coalesce(entry["segment_base_offset"], -1),
+        "entry_status": STATUS_OK,
+        "source_format": DUMPLOG_FORMAT,
+        "broker_id": None,
+    }
+
+
+def _snapshot_row_from_dump(entry: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **entry,
+        "snapshot_offset": _coalesce(entry["snapshot_offset"], -1),
+        "last_sequence": _coalesce(entry["last_sequence"], -1),
+        "last_offset": _coalesce(entry["last_offset"], -1),
+        "offset_delta": _coalesce(entry["offset_delta"], 0),
+        "timestamp": _coalesce(entry["last_timestamp"], entry["timestamp"]),
+        "version": SNAPSHOT_VERSION,
+        "crc_valid": True,
+        "file_status": STATUS_OK,
+        "file_note": None,
+        "source_format": DUMPLOG_FORMAT,
+        "broker_id": None,
+    }
+
+
+def _coalesce(value: Any, default: Any) -> Any:
+    return default if value is None else value

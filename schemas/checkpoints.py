@@ -1,0 +1,28 @@
+"""`checkpoints`: one row per entry of a broker log dir's offset checkpoint files (spec §1.2).
+
+`kind` is the file name. The audit needs `log-start-offset-checkpoint` (log start offset) and
+`replication-offset-checkpoint` (high watermark) to reproduce the LSO; the other two are kept for reference.
+A file the broker could not read gives rows with null topic, partition and offset and a `problem`.
+"""
+
+from pyspark.sql import types as T
+
+LOG_START_OFFSET = "log-start-offset-checkpoint"
+REPLICATION_OFFSET = "replication-offset-checkpoint"
+CLEANER_OFFSET = "cleaner-offset-checkpoint"
+RECOVERY_POINT = "recovery-point-offset-checkpoint"
+CHECKPOINT_KINDS = (LOG_START_OFFSET, REPLICATION_OFFSET, CLEANER_OFFSET, RECOVERY_POINT)
+
+CHECKPOINTS = T.StructType(
+    [
+        T.StructField("kind", T.StringType(), False),
+        T.StructField("topic", T.StringType(), True),
+        T.StructField("partition", T.IntegerType(), True),
+        T.StructField("offset", T.LongType(), True),
+        T.StructField("problem", T.StringType(), True),
+        T.StructField("source_file", T.StringType(), False),
+        T.StructField("broker_id", T.IntegerType(), True),
+    ]
+)
+
+CHECKPOINTS_PARTITION_BY = ["kind"]

@@ -1,0 +1,21 @@
+"""`partition_metadata`: one row per `partition.metadata` file (spec §1.2).
+
+`version` and `topic_id` (URL-safe base64, as Kafka prints it) are filled as far as they could be read;
+`problem` says what the broker would reject (SEG-006), null for a good file.
+"""
+
+from pyspark.sql import types as T
+
+PARTITION_METADATA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("partition", T.IntegerType(), False),
+        T.StructField("version", T.IntegerType(), True),
+        T.StructField("topic_id", T.StringType(), True),
+        T.StructField("problem", T.StringType(), True),
+        T.StructField("source_file", T.StringType(), False),
+        T.StructField("broker_id", T.IntegerType(), True),
+    ]
+)
+
+PARTITION_METADATA_PARTITION_BY = ["topic"]

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Run a produce-audit job with spark-submit, from a project virtualenv that this script keeps up to date.
+#
+#   ./spark-submit.sh [SPARK-SUBMIT OPTIONS] JOB [ARGS]
+#
+# JOB is run, ingest, audit or report (jobs/JOB.py); ARGS are those of `produce-audit JOB --help`.
+# Environment:
+#   PRODUCE_AUDIT_VENV  an existing virtualenv with produce-audit installed; used as is, nothing is installed
+#                       (default: .venv beside this script, created and refreshed when pyproject.toml changes)
+#   PYTHON              interpreter that creates .venv (default: python3.11)
+#   SPARK_MASTER        master when no --master is given (default: local[*])
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+JOBS=(run ingest audit report)
+VENV="${PRODUCE_AUDIT_VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3.11}"
+LIBS_ZIP="$ROOT/build/produce_audit_libs.zip"
+
+usage() {
+    cat <<EOF
+usage: $(basename "$0") [SPARK-SUBMIT OPTIONS] JOB [ARGS]
+
+jobs:
+  run      ingest, audit and report in one go
+  ingest   load Kafka log roots into the batches table
+  audit    audit the batches table of a warehouse
+  report   summarise an audit run
+
+examples:
+  $(basename "$0") run --input samples/basic --warehouse ./warehouse
+  $(basename "$0") --master yarn --deploy-mode client run --input hdfs:///kafka/logs --warehouse hdfs:///audit/wh
+  $(basename "$0") JOB --help
+EOF
+}
+
+die() {
+    echo "spark-submit.sh: $*" >&2
+    exit 2
+}
+
+# Split the command line at the job name: spark-submit options come before it, job arguments after it.
+submit_args=()
+master=""
+user_py_files=""
+user_properties=""
+while (($#)); do
+    case "$1" in
+        -h | --help) usage; exit 0 ;;
+        --master) (($# >= 2)) || die "--master needs a value"; master="$2"; shift 2 ;;
+        --master=*) master="${1#--master=}"; shift ;;
+        --py-files) (($# >= 2)) || die "--py-files needs a value"; user_py_files="$2"; shift 2 ;;
+        --py-files=*) user_py_files="${1#--py-files=}"; shift ;;
+        --properties-file) (($# >= 2)) || die "--properties-file needs a value"; user_properties="$2"; shift 2 ;;
+        --properties-file=*) user_properties="${1#--properties-file=}"; shift ;;
+        --verbose | -v | --supervise) submit_args+=("$1"); shift ;;
+        --*=*) submit_args+=("$1"); shift ;;
+        -*) (($# >= 2)) || die "$1 needs a value"; submit_args+=("$1" "$2"); shift 2 ;;
+        *) break ;;
+    esac
+done
+(($#)) || { usage >&2; exit 2; }
+job="$1"
+shift
+if [[ ! " ${JOBS[*]} " =~ " $job " ]]; then
+    echo "spark-submit.sh: unknown job '$job'" >&2
+    usage >&2
+    exit 2
+fi
+
+ensure_java() {
+    local java="java"
+    if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then
+        java="$JAVA_HOME/bin/java"
+    elif ! command -v java >/dev/null 2>&1; then
+        cat >&2 <<EOF
+spark-submit.sh: Java not found. Spark 4 needs Java 17 (or 21), for example:
+  sudo apt-get install openjdk-17-jre-headless     # Debian, Ubuntu
+  brew install openjdk@17                          # macOS
+or point JAVA_HOME at an installed JDK or JRE 17.
+EOF
+        exit 2
+    fi
+    local version major
+    version="$("$java" -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
+    major="${version%%.*}"
+    if [[ "$major" =~ ^[0-9]+$ ]] && ((major < 17)); then
+        die "Java $version found at $(command -v "$java"); Spark 4 needs Java 17 or later (set JAVA_HOME)"
+    fi
+}
+
+ensure_venv() {
+    if [[ -n "${PRODUCE_AUDIT_VENV:-}" ]]; then
+        [[ -x "$VENV/bin/spark-submit" ]] || die "PRODUCE_AUDIT_VENV=$VENV has no bin/spark-submit (pip install pyspark)"
+        return
+    fi
+    local stamp="$VENV/.produce-audit-installed"
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found; install Python 3.11 or set PYTHON"
+        echo "spark-submit.sh: creating $VENV" >&2
+        "$PYTHON" -m venv "$VENV"
+    fi
+    if [[ ! -f "$stamp" || "$ROOT/pyproject.toml" -nt "$stamp" ]]; then
+        echo "spark-submit.sh: installing produce-audit into $VENV" >&2
+        "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet --editable "$ROOT"
+        touch "$stamp"
+    fi
+}
+
+# Executors import the pipeline and schemas packages from this zip; it is rebuilt on every submit (it is small)
+# so that it never lags behind the sources.
+build_libs_zip() {
+    mkdir -p "$(dirname "$LIBS_ZIP")"
+    (cd "$ROOT" && "$VENV/bin/python" - "$LIBS_ZIP" <<'PY'
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+target = Path(sys.argv[1])
+partial = target.with_suffix(f".{os.getpid()}.tmp")
+with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+    for package in ("pipeline", "schemas"):
+        for path in sorted(Path(package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path)
+partial.replace(target)
+PY
+    )
+}
+
+ensure_java
+ensure_venv
+build_libs_zip
+
+master="${master:-${SPARK_MASTER:-local[*]}}"
+if [[ "$master" == local || "$master" == local\[* ]]; then
+    # Driver and Python workers on this machine: both must be the venv's interpreter.
+    export PYSPARK_PYTHON="$VENV/bin/python"
+    export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
+else
+    # Executors use the cluster's Python (PYSPARK_PYTHON, spark.pyspark.python or --archives with a packed env).
+    export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$VENV/bin/python}"
+fi
+# The master comes from this command line; the session must not replace it with spark.master of the config.
+export SPARK_MASTER_FROM_SUBMIT=1
+
+py_files="$LIBS_ZIP${user_py_files:+,$user_py_files}"
+exec "$VENV/bin/spark-submit" \
+    --properties-file "${user_properties:-$ROOT/conf/spark-defaults.conf}" \
+    --master "$master" \
+    --py-files "$py_files" \
+    ${submit_args[@]+"${submit_args[@]}"} \
+    "$ROOT/jobs/$job.py" "$@"

@@ -1,0 +1,241 @@
+"""The `produce-audit` command-line contract: arguments, exit codes, messages, and one end-to-end run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, exit_code_for, main, new_run_id, parse_reference_time
+
+COMMANDS = ("run", "ingest", "audit", "report")
+MAY_1_2024_MS = 1_714_521_600_000
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command, capsys):
+    assert main([command, "--help"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: produce-audit {command}")
+    assert "--warehouse" in out
+    assert "exit codes:" in out
+
+
+def test_top_level_help_lists_the_commands(capsys):
+    assert main(["--help"]) == EXIT_OK
+    out = capsys.readouterr().out
+    for command in COMMANDS:
+        assert command in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["frobnicate"],
+        ["run", "--bogus"],
+        ["run", "--warehouse", "wh"],  # --input is required
+        ["audit", "--fail-on", "LOUD"],
+        ["audit", "--transaction-version", "3"],
+        ["report", "--input", "logs"],
+    ],
+)
+def test_usage_errors_exit_2(argv, capsys):
+    assert main(argv) == EXIT_USAGE
+    assert "usage: produce-audit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "ingest"])
+def test_missing_input_exits_2_naming_the_path(command, tmp_path, capsys):
+    missing = tmp_path / "no-such-log-root"
+    assert main([command, "--input", str(missing), "--warehouse", str(tmp_path / "wh")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert str(missing) in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["audit", "report"])
+def test_missing_warehouse_exits_2_naming_the_path(command, tmp_path, capsys):
+    missing = tmp_path / "no-such-warehouse"
+    assert main([command, "--warehouse", str(missing)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert str(missing) in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unreadable_config_exits_2_naming_the_file(tmp_path, capsys):
+    missing = tmp_path / "missing.yaml"
+    assert main(["audit", "--conf", str(missing), "--warehouse", str(tmp_path)]) == EXIT_USAGE
+    assert str(missing) in capsys.readouterr().err
+
+
+def test_invalid_config_exits_2_naming_the_file(tmp_path, capsys):
+    conf = tmp_path / "bad.yaml"
+    conf.write_text("audit:\n  transaction_version: 7\n")
+    assert main(["audit", "--conf", str(conf), "--warehouse", str(tmp_path)]) == EXIT_USAGE
+    assert str(conf) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["yesterday", "2024-13-01", "1.5e12", "-5"])
+def test_bad_reference_time_exits_2(value, tmp_path, capsys):
+    assert main(["audit", "--warehouse", str(tmp_path), f"--reference-time={value}"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--reference-time" in err
+    assert "ISO-8601" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1714521600000", MAY_1_2024_MS),
+        ("0", 0),
+        ("2024-05-01T00:00:00Z", MAY_1_2024_MS),
+        ("2024-05-01T00:00:00", MAY_1_2024_MS),  # naive means UTC
+        ("2024-05-01 00:00:00", MAY_1_2024_MS),
+        ("2024-05-01T02:00:00+02:00", MAY_1_2024_MS),
+        ("2024-05-01T00:00:00.123Z", MAY_1_2024_MS + 123),
+        ("2024-05-01", MAY_1_2024_MS),
+        (" 2024-05-01T00:00:00Z ", MAY_1_2024_MS),
+    ],
+)
+def test_parse_reference_time(text, expected):
+    assert parse_reference_time(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "now", "1.5", "-1", "2024-05-01T25:00:00", "01/05/2024"])
+def test_parse_reference_time_rejects(text):
+    with pytest.raises(ValueError, match="ISO-8601"):
+        parse_reference_time(text)
+
+
+def test_run_id_is_a_sortable_utc_timestamp_with_a_random_suffix():
+    earlier = datetime(2024, 5, 1, 23, 59, 59, tzinfo=UTC)
+    later = earlier + timedelta(seconds=1)
+    run_id = new_run_id(earlier)
+    assert re.fullmatch(r"20240501T235959Z-[0-9a-f]{6}", run_id)
+    assert run_id < new_run_id(later)
+    assert new_run_id(earlier) != new_run_id(earlier)
+    assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{6}", new_run_id())
+
+
+def test_run_id_converts_other_zones_to_utc():
+    in_paris_summer = datetime(2024, 5, 1, 4, 0, tzinfo=timezone(timedelta(hours=2)))
+    assert new_run_id(in_paris_summer).startswith("20240501T020000Z-")
+
+
+@pytest.mark.parametrize(
+    ("counts", "fail_on", "expected"),
+    [
+        ({}, "INFO", EXIT_OK),
+        ({"INFO": 0, "WARN": 0, "ERROR": 0, "CRITICAL": 0}, "INFO", EXIT_OK),
+        ({"INFO": 3}, "INFO", EXIT_FINDINGS),
+        ({"INFO": 3}, "WARN", EXIT_OK),
+        ({"WARN": 1}, "WARN", EXIT_FINDINGS),
+        ({"WARN": 1}, "ERROR", EXIT_OK),
+        ({"ERROR": 1}, "ERROR", EXIT_FINDINGS),
+        ({"CRITICAL": 1}, "ERROR", EXIT_FINDINGS),
+        ({"ERROR": 5}, "CRITICAL", EXIT_OK),
+        ({"CRITICAL": 1}, "CRITICAL", EXIT_FINDINGS),
+        ({"CRITICAL": 9, "ERROR": 9}, "never", EXIT_OK),
+    ],
+)
+def test_exit_code_for_fail_on_threshold(counts, fail_on, expected):
+    assert exit_code_for(counts, fail_on) == expected
+
+
+# End to end: the bundled sample through `run`, in-process on the test session's SparkSession.
+
+TABLES = ("batches", "findings", "transactions", "producer_state", "partition_summary", "runs")
+
+
+def _require_pipeline() -> None:
+    for module in ("pipeline.samples", "pipeline.sources.dispatch", "pipeline.audit.engine", "pipeline.tables.store"):
+        pytest.importorskip(module)
+
+
+def _main_capturing_stdout(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+def _load(warehouse: Path, table: str):
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(warehouse / table)).to_pyarrow_table()
+
+
+@pytest.fixture(scope="module")
+def sample_run(request, tmp_path_factory):
+    """One `run` over the generated sample log root: (log root, warehouse, exit code, stdout)."""
+    _require_pipeline()
+    request.getfixturevalue("spark")  # main() reuses the active session
+    from pipeline.samples import generate
+
+    root = generate(tmp_path_factory.mktemp("sample"))
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    code, out = _main_capturing_stdout(["run", "--input", str(root), "--warehouse", str(warehouse)])
+    return root, warehouse, code, out
+
+
+def test_run_end_to_end(sample_run):
+    _, warehouse, code, out = sample_run
+    assert code == EXIT_FINDINGS  # the sample holds ERROR and CRITICAL findings by design
+    tables = {table: _load(warehouse, table) for table in TABLES}
+    assert tables["batches"].num_rows > 0
+    assert tables["findings"].num_rows > 0
+    assert tables["partition_summary"].num_rows > 0
+    assert tables["runs"].num_rows == 1
+
+    runs = tables["runs"].to_pylist()[0]
+    assert (runs["command"], runs["status"]) == ("run", "succeeded")
+    run_id = runs["run_id"]
+    assert set(tables["findings"].column("run_id").to_pylist()) == {run_id}
+
+    summary_path = warehouse / "reports" / run_id / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    assert summary["run"]["id"] == run_id
+    assert summary["findings"]["total"] == tables["findings"].num_rows
+    assert summary["transactions"]["total"] == tables["transactions"].num_rows
+    assert dict(runs["counts"])["findings"] == tables["findings"].num_rows
+    assert "Findings by severity" in out
+    assert run_id in out
+
+
+def test_report_again_gives_the_same_summary(sample_run):
+    _, warehouse, _, _ = sample_run
+    run_id = _load(warehouse, "runs").column("run_id")[0].as_py()
+    summary_path = warehouse / "reports" / run_id / "summary.json"
+    first = json.loads(summary_path.read_text())
+
+    code, out = _main_capturing_stdout(["report", "--warehouse", str(warehouse), "--fail-on", "never"])
+
+    assert code == EXIT_OK
+    again = json.loads(summary_path.read_text())
+    assert again["run"]["id"] == run_id
+    first.pop("run"), again.pop("run")
+    assert again == first
+    assert "Top findings" in out
+
+
+def test_ingesting_the_same_input_again_gives_identical_batches(sample_run):
+    root, warehouse, _, _ = sample_run
+    order = [
+        ("topic", "ascending"),
+        ("partition", "ascending"),
+        ("source_file", "ascending"),
+        ("position", "ascending"),
+    ]
+    before = _load(warehouse, "batches").sort_by(order)
+
+    assert main(["ingest", "--input", str(root), "--warehouse", str(warehouse)]) == EXIT_OK
+
+    after = _load(warehouse, "batches").sort_by(order)
+    assert after.equals(before)
+    assert [row["command"] for row in _load(warehouse, "runs").to_pylist()].count("ingest") == 1

@@ -1,0 +1,115 @@
+"""Conformance of the audit over real broker data in ../shared/realdata.
+
+Each source (a repository's broker data dir, a published dump) is its own cluster, so each is audited
+under its own topic prefix in one Spark job.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from pipeline.audit.engine import run_audit
+from pipeline.config import load_settings
+from pipeline.sources.dumplog import parse_dump
+from pipeline.sources.segments import read_segments
+from schemas.batches import BATCHES
+
+pytestmark = pytest.mark.realdata
+NOT_INFO = ("WARN", "ERROR", "CRITICAL")
+
+
+def _audit_settings():
+    """Topic-kind patterns that also match the `<source>:` prefix each source's topics get here."""
+    settings = load_settings().audit
+    return settings.model_copy(
+        update={
+            "coordinator_topics": [f"*{t}" for t in settings.coordinator_topics],
+            "kraft_topics": [f"*{t}" for t in settings.kraft_topics],
+        }
+    )
+
+
+# Outcomes the brokers printed, read off the dumps: (topic as "<dump file>:<topic>", partition, producer id,
+# first data offset or None for an empty marker, marker offset or None for an open transaction, outcome).
+DUMP_TRANSACTIONS = {
+    ("ableasdale-kafka-transactions-README-01:transaction-topic", 0, 0, 0, 5, "COMMITTED"),
+    ("ableasdale-kafka-transactions-README-02:transaction2-topic", 0, 1, 0, 5, "ABORTED"),
+    ("ableasdale-kafka-transactions-README-03:transaction4-topic", 0, 2, 0, None, "OPEN"),
+    ("ableasdale-kafka-transactions-README-04:transaction-topic", 0, 0, None, 0, "EMPTY"),
+    ("ableasdale-kafka-transactions-README-05:transaction-topic", 0, 0, None, 0, "EMPTY"),
+    ("ableasdale-kafka-transactions-README-05:transaction-topic", 0, 0, 1, None, "OPEN"),
+    ("ableasdale-kafka-transactions-README-06:transaction-topic", 0, 0, None, 0, "EMPTY"),
+    ("ableasdale-kafka-transactions-README-06:transaction-topic", 0, 0, 1, 6, "ABORTED"),
+    ("ableasdale-kafka-transactions-README-07:transaction-topic", 0, 0, None, 0, "EMPTY"),
+    ("ableasdale-kafka-transactions-README-07:transaction-topic", 0, 0, 1, 6, "ABORTED"),
+    ("ableasdale-kafka-transactions-README-07:transaction-topic", 0, 1, 7, 12, "COMMITTED"),
+    ("ableasdale-kafka-transactions-README-08:transaction-topic", 0, 0, 0, 5, "ABORTED"),
+    ("ableasdale-kafka-transactions-README-10:transaction-topic", 0, 0, 0, None, "OPEN"),
+    ("ableasdale-kafka-transactions-README-11:transaction-topic", 0, 0, 0, 5, "COMMITTED"),
+    ("faderskd-blog-2023-11-29-kafka-transactions-01:", -1, 2000, 5, 6, "COMMITTED"),
+    ("faderskd-blog-2023-11-29-kafka-transactions-02:__consumer_offsets", 47, 2000, 11, 12, "COMMITTED"),
+    ("fvaleri-strimzi-debugging-session008-5f15e509-L93:__consumer_offsets", 12, 0, 1, 2, "COMMITTED"),
+    ("fvaleri-strimzi-debugging-session008-5f15e509-L93:wc-output", 0, 0, 0, 8, "COMMITTED"),
+    ("fvaleri-strimzi-debugging-session008-63aadccc-L104:", -1, 0, 1, 2, "COMMITTED"),
+    ("fvaleri-strimzi-debugging-session008-63aadccc-L104:wc-output", 0, 0, 0, 16, "COMMITTED"),
+    ("fvaleri-strimzi-debugging-session008-e7fa2b0a-L51:__consumer_offsets", 12, 0, 1, 2, "COMMITTED"),
+    ("fvaleri-strimzi-debugging-session008-e7fa2b0a-L51:output-topic", 0, 0, 0, 1, "COMMITTED"),
+    ("fvaleri-strimzi-debugging-session010-01:output-topic", 0, 1, 0, 1, "COMMITTED"),
+    ("fvaleri-strimzi-debugging-session010-02:__consumer_offsets", 12, 1, 7, 8, "COMMITTED"),
+    ("klog-testWithDeepIterationWithControlRecords-L167:transactional-foo", 0, 0, 0, 4, "COMMITTED"),
+    ("klog-testWithDeepIterationWithControlRecords-L167:transactional-foo", 0, 0, 5, 6, "COMMITTED"),
+    ("strimzi-blog-2023-05-03-kafka-transactions-01:__consumer_offsets", 12, 0, 1, 2, "COMMITTED"),
+    ("strimzi-blog-2023-05-03-kafka-transactions-01:output-topic", 0, 0, 0, 1, "COMMITTED"),
+}
+
+
+def _prefixed(df, prefix: str):
+    return df.withColumn("topic", F.concat(F.lit(f"{prefix}:"), F.col("topic")))
+
+
+@pytest.fixture(scope="module")
+def dump_audit(spark, realdata):
+    rows = []
+    for path in sorted((realdata / "dumplog-text").glob("*.txt")):
+        for row in parse_dump(path.read_text(), path.name).batches:
+            rows.append({**row, "topic": f"{path.stem}:{row['topic']}"})
+    result = run_audit(spark.createDataFrame(rows, BATCHES), _audit_settings(), "realdata")
+    findings = result.findings.collect()
+    transactions = result.transactions.collect()
+    result.release()
+    return findings, transactions
+
+
+def test_broker_segments_raise_nothing_above_info(spark, realdata):
+    settings = load_settings()
+    roots = sorted(p for p in (realdata / "broker-segments").iterdir() if "+" in p.name)
+    assert len(roots) == 6
+    batches = None
+    for root in roots:
+        frame = _prefixed(read_segments(spark, [str(root)], settings), root.name)
+        batches = frame if batches is None else batches.unionByName(frame)
+    result = run_audit(batches, _audit_settings(), "realdata")
+    loud = result.findings.where(F.col("severity").isin(*NOT_INFO)).collect()
+    audited_partitions = result.partition_summary.where(F.col("batch_count") > 0).count()
+    result.release()
+    assert loud == []
+    assert audited_partitions >= 9
+
+
+def test_dumped_transactions_reconstruct_to_the_printed_outcomes(dump_audit):
+    _, transactions = dump_audit
+    found = {(t.topic, t.partition, t.producer_id, t.first_offset, t.marker_offset, t.outcome) for t in transactions}
+    assert found == DUMP_TRANSACTIONS
+
+
+def test_dumped_transactional_logs_raise_nothing_above_info(dump_audit):
+    findings, _ = dump_audit
+    assert [(f.topic, f.rule_code) for f in findings if f.severity in NOT_INFO] == []
+
+
+def test_fence_abort_in_dump_is_recognised(dump_audit):
+    """README-06: data at epoch 1 aborted by a marker at epoch 2 (a fenced producer, spec §3.4)."""
+    findings, _ = dump_audit
+    fenced = [f for f in findings if f.rule_code == "EPO-004"]
+    assert {f.topic.split(":")[0] for f in fenced} >= {"ableasdale-kafka-transactions-README-06"}

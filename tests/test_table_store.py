@@ -1,0 +1,253 @@
+"""TableStore: backend selection, and Delta writes and reads through the embedded backend."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, date, datetime
+from pathlib import Path
+from unittest.mock import MagicMock
+
+import deltalake
+import pyarrow as pa
+import pytest
+from pyspark.errors import SparkRuntimeException
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipeline.tables import embedded
+from pipeline.tables.store import (
+    BackendUnavailableError,
+    CommitConflictError,
+    PartitionOverwriteError,
+    TableNotFoundError,
+    TableSchemaError,
+    TableStore,
+    replace_where_predicate,
+    resolve_backend,
+)
+
+SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("partition", T.IntegerType(), False),
+        T.StructField("base_offset", T.LongType(), True),
+        T.StructField("evidence", T.MapType(T.StringType(), T.StringType()), True),
+        T.StructField("seen_at", T.TimestampType(), True),
+    ]
+)
+PARTITION_BY = ["topic", "partition"]
+# Kafka allows [a-zA-Z0-9._-] in topic names; the last name is not one, it exercises Hive-style escaping.
+TOPICS = ["orders.v1", "payments-eu_2", "odd:name%20 x"]
+SEEN_AT = datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
+
+
+def rows(topics: list[str], base_offset: int = 0) -> list[tuple]:
+    return [
+        (topic, partition, base_offset + partition, {"rule": f"{topic}/{partition}"}, SEEN_AT)
+        for topic in topics
+        for partition in range(2)
+    ]
+
+
+def frame(spark, topics: list[str], base_offset: int = 0):
+    # One Spark partition keeps the file count, and so the test time, small.
+    return spark.createDataFrame(rows(topics, base_offset), SCHEMA).coalesce(1)
+
+
+def as_tuples(df) -> list[tuple]:
+    """Sorted rows; PySpark returns timestamps as naive local times, so they are made UTC-aware."""
+    return sorted(
+        tuple(value.astimezone(UTC) if isinstance(value, datetime) else value for value in row) for row in df.collect()
+    )
+
+
+def data_files(table_path: str) -> set[str]:
+    """Every file under the table folder except the Delta log."""
+    root = Path(table_path)
+    return {
+        str(path.relative_to(root)) for path in root.rglob("*") if path.is_file() and "_delta_log" not in path.parts
+    }
+
+
+@pytest.fixture
+def store(spark, tmp_path) -> TableStore:
+    return TableStore(spark, str(tmp_path / "warehouse"))
+
+
+def test_auto_backend_is_embedded_without_delta_jars(spark, tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="pipeline.tables.store"):
+        store = TableStore(spark, str(tmp_path))
+    assert store.backend_name == "embedded"
+    assert "embedded backend" in caplog.text
+    assert store.path("batches") == f"{tmp_path}/batches"
+
+
+def test_native_without_delta_jars_says_how_to_get_them(spark, tmp_path):
+    with pytest.raises(BackendUnavailableError, match=r"--packages io\.delta:delta-spark_2\.13:"):
+        TableStore(spark, str(tmp_path), backend="native")
+
+
+def test_backend_selection_follows_delta_class_loading():
+    session_with_delta = MagicMock()
+    session_without_delta = MagicMock()
+    session_without_delta._jvm.java.lang.Class.forName.side_effect = RuntimeError("ClassNotFoundException")
+    assert resolve_backend(session_with_delta, "auto") == "native"
+    assert resolve_backend(session_with_delta, "embedded") == "embedded"
+    assert resolve_backend(session_without_delta, "auto") == "embedded"
+    with pytest.raises(ValueError, match="unknown Delta backend"):
+        resolve_backend(session_with_delta, "delta")
+
+
+def test_replace_where_predicate_quotes_names_and_values():
+    predicate = replace_where_predicate({"topic": ["orders.v1", "it's\\"], "partition": [0, 1]})
+    assert predicate == "`topic` IN ('orders.v1', 'it\\'s\\\\') AND `partition` IN (0, 1)"
+    assert replace_where_predicate({"day": [date(2024, 5, 1)], "ok": [True]}) == (
+        "`day` IN (DATE '2024-05-01') AND `ok` IN (true)"
+    )
+    with pytest.raises(TypeError):
+        replace_where_predicate({"topic": [None]})
+
+
+def test_append_round_trip_types_partition_columns(spark, store):
+    # Several Spark partitions, so partition folders receive more than one file.
+    version = store.append(spark.createDataFrame(rows(TOPICS), SCHEMA).repartition(3), "batches", PARTITION_BY)
+
+    assert version == 0
+    df = store.read("batches", SCHEMA)
+    assert df.columns == SCHEMA.fieldNames()
+    assert [field.dataType for field in df.schema] == [field.dataType for field in SCHEMA]
+    assert as_tuples(df) == sorted(rows(TOPICS))
+    assert store.read("batches").columns == SCHEMA.fieldNames()
+    assert {path.split("/")[0] for path in data_files(store.path("batches"))} == {
+        "topic=orders.v1",
+        "topic=payments-eu_2",
+        "topic=odd%3Aname%2520 x",
+    }
+
+    arrow = deltalake.DeltaTable(store.path("batches")).to_pyarrow_table()
+    assert arrow.schema.field("partition").type == pa.int32()
+    read_by_deltalake = sorted(
+        (row["topic"], row["partition"], row["base_offset"], dict(row["evidence"]), row["seen_at"])
+        for row in arrow.to_pylist()
+    )
+    assert read_by_deltalake == sorted(rows(TOPICS))
+
+
+def test_versions_and_history(spark, store):
+    store.append(frame(spark, TOPICS[:1]), "batches", PARTITION_BY)
+    version = store.append(frame(spark, TOPICS[1:]), "batches")
+
+    assert version == 1
+    assert as_tuples(store.read("batches", SCHEMA, version=0)) == sorted(rows(TOPICS[:1]))
+    assert store.read("batches", SCHEMA).count() == len(rows(TOPICS))
+    history = store.history("batches")
+    assert [commit["version"] for commit in history] == [1, 0]
+    assert [commit["operation"] for commit in history] == ["WRITE", "CREATE TABLE"]
+    assert history[0]["parameters"]["mode"] == "Append"
+    assert all(isinstance(commit["timestamp"], datetime) for commit in history)
+
+
+def test_overwrite_partitions_replaces_only_named_partitions_and_is_idempotent(spark, store):
+    created = store.overwrite_partitions(frame(spark, TOPICS), "batches", PARTITION_BY, {"topic": TOPICS})
+    replacement = frame(spark, TOPICS[:2], base_offset=100)
+    expected = sorted(rows(TOPICS[:2], base_offset=100) + rows(TOPICS[2:]))
+
+    first = store.overwrite_partitions(replacement, "batches", PARTITION_BY, {"topic": TOPICS[:2]})
+    assert as_tuples(store.read("batches", SCHEMA)) == expected
+    second = store.overwrite_partitions(replacement, "batches", PARTITION_BY, {"topic": TOPICS[:2]})
+
+    assert (created, first, second) == (0, 1, 2)
+    assert as_tuples(store.read("batches", SCHEMA)) == expected
+    assert store.history("batches")[0]["parameters"]["predicate"] == replace_where_predicate({"topic": TOPICS[:2]})
+
+
+def test_rows_outside_replaced_partitions_commit_nothing(spark, store):
+    store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
+    files_before = data_files(store.path("batches"))
+    stray = frame(spark, TOPICS, base_offset=100)
+
+    with pytest.raises(PartitionOverwriteError, match="payments-eu_2"):
+        store.overwrite_partitions(stray, "batches", PARTITION_BY, {"topic": ["orders.v1"]})
+
+    assert deltalake.DeltaTable(store.path("batches")).version() == 0
+    assert data_files(store.path("batches")) == files_before
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS))
+
+
+def test_failed_spark_job_leaves_no_files_and_no_version(spark, store):
+    store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
+    files_before = data_files(store.path("batches"))
+
+    # frame() has one Spark partition, so no task of the failed job is still writing during the cleanup.
+    failing = frame(spark, TOPICS).withColumn(
+        "base_offset",
+        F.when(F.col("base_offset") == 1, F.raise_error(F.lit("corrupt batch"))).otherwise(F.col("base_offset")),
+    )
+    with pytest.raises(SparkRuntimeException, match="corrupt batch"):
+        store.append(failing, "batches")
+
+    assert deltalake.DeltaTable(store.path("batches")).version() == 0
+    assert data_files(store.path("batches")) == files_before
+
+
+def test_commit_conflict_is_reported_and_cleaned_up(spark, store, monkeypatch):
+    store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
+    files_before = data_files(store.path("batches"))
+    commit = deltalake.DeltaTable.create_write_transaction
+
+    def commit_after_a_concurrent_delete(table, *args, **kwargs):
+        deltalake.DeltaTable(store.path("batches")).delete("topic = 'orders.v1'")
+        return commit(table, *args, **kwargs)
+
+    monkeypatch.setattr(deltalake.DeltaTable, "create_write_transaction", commit_after_a_concurrent_delete)
+    replacement = frame(spark, TOPICS[:1], base_offset=100)
+    with pytest.raises(CommitConflictError, match="concurrent commit"):
+        store.overwrite_partitions(replacement, "batches", PARTITION_BY, {"topic": TOPICS[:1]})
+
+    assert deltalake.DeltaTable(store.path("batches")).version() == 1
+    assert data_files(store.path("batches")) == files_before
+
+
+def test_error_after_the_commit_keeps_the_committed_files(spark, store, monkeypatch):
+    store.append(frame(spark, TOPICS[:1]), "batches", PARTITION_BY)
+
+    def log_unreadable(*args):
+        raise OSError("log unreadable")
+
+    monkeypatch.setattr(embedded, "_find_commit", log_unreadable)
+    with pytest.raises(OSError, match="log unreadable"):
+        store.append(frame(spark, TOPICS[1:]), "batches")
+
+    assert deltalake.DeltaTable(store.path("batches")).version() == 1
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS))
+
+
+def test_append_that_does_not_fit_the_table_is_refused(spark, store):
+    store.append(frame(spark, TOPICS[:1]), "batches", PARTITION_BY)
+    widened = frame(spark, TOPICS[:1]).withColumn("partition", F.col("partition").cast("long"))
+
+    with pytest.raises(TableSchemaError, match="partition bigint"):
+        store.append(widened, "batches")
+    with pytest.raises(TableSchemaError, match="partitioned by"):
+        store.append(frame(spark, TOPICS[:1]), "batches", ["topic"])
+
+
+def test_overwrite_replaces_rows_and_partitioning(spark, store):
+    store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
+
+    version = store.overwrite(frame(spark, TOPICS[:1]), "batches", ["topic"])
+
+    assert version == 1
+    assert deltalake.DeltaTable(store.path("batches")).metadata().partition_columns == ["topic"]
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS[:1]))
+    assert as_tuples(store.read("batches", SCHEMA, version=0)) == sorted(rows(TOPICS))
+
+
+def test_absent_table_reads_as_empty_with_a_schema(store):
+    df = store.read("findings", SCHEMA)
+
+    assert df.schema == SCHEMA
+    assert df.count() == 0
+    assert not store.exists("findings")
+    with pytest.raises(TableNotFoundError):
+        store.read("findings")
