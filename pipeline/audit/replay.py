@@ -100,51 +100,56 @@ def producer_rows(prepared: DataFrame) -> DataFrame:
 
 
 def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
-    """Add, per batch, the state the broker held before appending it (see module docstring)."""
+    """Add, per batch, the state the broker held before appending it (see module docstring).
+
+    Columns are added in a few `withColumns` stages, one projection each, because every stage depends on
+    the one before and a long `withColumn` chain makes Spark re-analyse the growing plan at every step.
+    """
     by_pid = Window.partitionBy(*TP_PID).orderBy(*ORDER)
     before = by_pid.rowsBetween(Window.unboundedPreceding, -1)
     upto = by_pid.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     is_data = ~F.col("is_control")
     is_marker = F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
-
-    df = (
-        rows.withColumn("is_data", is_data)
-        .withColumn("is_marker", is_marker)
-        .withColumn("pid_row", F.row_number().over(by_pid))
-        .withColumn("state_epoch", F.max("producer_epoch").over(before))
-        .withColumn("epoch_run", F.max("producer_epoch").over(upto))
-        .withColumn("prev_timestamp", F.lag("max_timestamp").over(by_pid))
-        .withColumn("prev_last_offset", F.lag("last_offset").over(by_pid))
-        .withColumn("prev_is_marker", F.lag(is_marker).over(by_pid))
-        .withColumn("prev_control_type", F.lag("control_type").over(by_pid))
-        .withColumn("prev_epoch", F.lag("producer_epoch").over(by_pid))
-        .withColumn("state_coordinator_epoch", F.max(F.when(is_marker, F.col("coordinator_epoch"))).over(before))
-        .withColumn("txn_group", F.coalesce(F.sum(is_marker.cast("int")).over(before), F.lit(0)))
-        .withColumn("seen_txn_data", F.max(is_data & F.col("is_transactional")).over(before))
-        .withColumn("seen_plain_data", F.max(is_data & ~F.col("is_transactional")).over(before))
+    txn_data = is_data & F.col("is_transactional")
+    df = rows.withColumns(
+        {
+            "is_data": is_data,
+            "is_marker": is_marker,
+            "pid_row": F.row_number().over(by_pid),
+            "state_epoch": F.max("producer_epoch").over(before),
+            "epoch_run": F.max("producer_epoch").over(upto),
+            "prev_timestamp": F.lag("max_timestamp").over(by_pid),
+            "prev_is_marker": F.lag(is_marker).over(by_pid),
+            "prev_control_type": F.lag("control_type").over(by_pid),
+            "prev_epoch": F.lag("producer_epoch").over(by_pid),
+            "state_coordinator_epoch": F.max(F.when(is_marker, F.col("coordinator_epoch"))).over(before),
+            "txn_group": F.coalesce(F.sum(is_marker.cast("int")).over(before), F.lit(0)),
+            "seen_txn_data": F.max(txn_data).over(before),
+            "seen_plain_data": F.max(is_data & ~F.col("is_transactional")).over(before),
+        }
     )
 
-    by_group = Window.partitionBy(*TP_PID, "txn_group").orderBy(*ORDER)
-    group_before = by_group.rowsBetween(Window.unboundedPreceding, -1)
-    txn_data = F.col("is_data") & F.col("is_transactional")
-    df = (
-        df.withColumn("txn_first_offset", F.min(F.when(txn_data, F.col("base_offset"))).over(group_before))
-        .withColumn(
-            "txn_epoch", F.min_by(_when(txn_data, "producer_epoch"), _when(txn_data, "base_offset")).over(group_before)
-        )
-        .withColumn("txn_max_epoch", F.max(_when(txn_data, "producer_epoch")).over(group_before))
-        .withColumn(
-            "txn_start_timestamp",
-            F.min_by(_when(txn_data, "max_timestamp"), _when(txn_data, "base_offset")).over(group_before),
-        )
-        .withColumn("txn_open", F.col("txn_first_offset").isNotNull())
-        .withColumn(
-            "state_expired",
-            F.col("prev_timestamp").isNotNull()
-            & ~F.col("txn_open")
-            & ((F.col("max_timestamp") - F.col("prev_timestamp")) >= F.lit(settings.producer_id_expiration_ms)),
-        )
-        .withColumn("run_first_pid_row", F.min("pid_row").over(Window.partitionBy(*TP_PID, "epoch_run")))
+    group_before = Window.partitionBy(*TP_PID, "txn_group").orderBy(*ORDER).rowsBetween(Window.unboundedPreceding, -1)
+    df = df.withColumns(
+        {
+            "txn_first_offset": F.min(_when(txn_data, "base_offset")).over(group_before),
+            "txn_max_epoch": F.max(_when(txn_data, "producer_epoch")).over(group_before),
+            "txn_start_timestamp": F.min_by(_when(txn_data, "max_timestamp"), _when(txn_data, "base_offset")).over(
+                group_before
+            ),
+            "run_first_pid_row": F.min("pid_row").over(Window.partitionBy(*TP_PID, "epoch_run")),
+            "seq_row": is_data & (F.col("producer_epoch") == F.col("epoch_run")) & ~F.col("is_coordinator_topic"),
+        }
+    )
+    txn_open = F.col("txn_first_offset").isNotNull()
+    silence = F.col("max_timestamp") - F.col("prev_timestamp")
+    df = df.withColumns(
+        {
+            "txn_open": txn_open,
+            "state_expired": F.col("prev_timestamp").isNotNull()
+            & ~txn_open
+            & (silence >= F.lit(settings.producer_id_expiration_ms)),
+        }
     )
     return df.transform(_with_sequence_window).transform(lambda d: _with_transaction_version(d, settings))
 
@@ -152,33 +157,35 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
 def _with_sequence_window(df: DataFrame) -> DataFrame:
     """Sequence state of the epoch run: the last five ranges and the position, over data rows only.
 
-    Rows that take part (client-topic data at the run's epoch) get their own window partition, so markers
-    and fenced (older-epoch) batches never occupy a slot of the duplicate window.
+    Rows that take part (`seq_row`: client-topic data at the run's epoch) get their own window partition,
+    so markers and fenced (older-epoch) batches never occupy a slot of the duplicate window. Sequences are
+    unwrapped into int64 (a large backwards step between batches, or a batch whose last sequence is below
+    its base, is a wrap) so that "highest sequence written" is a running max.
     """
-    seq_row = F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run")) & ~F.col("is_coordinator_topic")
-    df = df.withColumn("seq_row", seq_row)
     run = Window.partitionBy(*TP_PID, "epoch_run", "seq_row").orderBy(*ORDER)
     run_before = run.rowsBetween(Window.unboundedPreceding, -1)
     prev_last = F.lag("last_sequence").over(run)
-    wrap_between = (prev_last.isNotNull() & (F.col("base_sequence") < prev_last - F.lit(WRAP_JUMP))).cast("long")
-    wrap_inside = (F.col("last_sequence") < F.col("base_sequence")).cast("long")
-    df = (
-        df.withColumn("run_pos", F.row_number().over(run))
-        .withColumn("prev_last_sequence", prev_last)
-        .withColumn("wrap_between", wrap_between)
-        .withColumn("wrap_inside", wrap_inside)
-        .withColumn(
-            "wraps_before",
-            F.coalesce(F.sum("wrap_between").over(run.rowsBetween(Window.unboundedPreceding, 0)), F.lit(0))
-            + F.coalesce(F.sum("wrap_inside").over(run_before), F.lit(0)),
-        )
-        .withColumn("u_base", F.col("base_sequence").cast("long") + F.col("wraps_before") * F.lit(SEQ_SPAN))
-        .withColumn(
-            "u_last",
-            F.col("last_sequence").cast("long") + (F.col("wraps_before") + F.col("wrap_inside")) * F.lit(SEQ_SPAN),
-        )
-        .withColumn("position_before", F.max("u_last").over(run_before))
-        .withColumn("min_base_before", F.min("u_base").over(run_before))
+    df = df.withColumns(
+        {
+            "run_pos": F.row_number().over(run),
+            "prev_last_sequence": prev_last,
+            "wrap_between": (prev_last.isNotNull() & (F.col("base_sequence") < prev_last - F.lit(WRAP_JUMP))).cast(
+                "long"
+            ),
+            "wrap_inside": (F.col("last_sequence") < F.col("base_sequence")).cast("long"),
+        }
+    )
+    df = df.withColumn(
+        "wraps_before",
+        F.coalesce(F.sum("wrap_between").over(run.rowsBetween(Window.unboundedPreceding, 0)), F.lit(0))
+        + F.coalesce(F.sum("wrap_inside").over(run_before), F.lit(0)),
+    )
+    df = df.withColumns(
+        {
+            "u_base": F.col("base_sequence").cast("long") + F.col("wraps_before") * F.lit(SEQ_SPAN),
+            "u_last": F.col("last_sequence").cast("long")
+            + (F.col("wraps_before") + F.col("wrap_inside")) * F.lit(SEQ_SPAN),
+        }
     )
     window_ranges = [
         F.struct(
@@ -190,7 +197,13 @@ def _with_sequence_window(df: DataFrame) -> DataFrame:
         )
         for k in range(1, DUPLICATE_WINDOW + 1)
     ]
-    return df.withColumn("window_ranges", F.filter(F.array(*window_ranges), lambda r: r["base"].isNotNull()))
+    return df.withColumns(
+        {
+            "position_before": F.max("u_last").over(run_before),
+            "min_base_before": F.min("u_base").over(run_before),
+            "window_ranges": F.filter(F.array(*window_ranges), lambda r: r["base"].isNotNull()),
+        }
+    )
 
 
 def _with_transaction_version(df: DataFrame, settings: AuditSettings) -> DataFrame:
@@ -218,4 +231,4 @@ def _with_transaction_version(df: DataFrame, settings: AuditSettings) -> DataFra
     else:
         version = F.when(writes_transactions, F.lit(f"{settings.transaction_version}/configured"))
         is_tv2 = F.lit(settings.transaction_version == "2")
-    return df.withColumn("transaction_version", version).withColumn("is_tv2", is_tv2)
+    return df.withColumns({"transaction_version": version, "is_tv2": is_tv2})
