@@ -26,7 +26,7 @@ from pipeline.audit.registry import SEVERITIES
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.reports.summary import build_summary, write_summary
-from pipeline.sources.dispatch import read_inputs
+from pipeline.sources.dispatch import read_inputs, read_partition_inputs
 from pipeline.tables.store import TableStore
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,16 @@ AUDIT_TABLES = (  # name (also the AuditResult attribute), schema, partition col
     ("producer_state", schemas.PRODUCER_STATE, schemas.PRODUCER_STATE_PARTITION_BY),
     ("partition_summary", schemas.PARTITION_SUMMARY, schemas.PARTITION_SUMMARY_PARTITION_BY),
 )
+
+PARTITION_FILE_TABLES = (  # name (also the PartitionFiles attribute), schema, partition columns
+    ("txn_index", schemas.TXN_INDEX, schemas.TXN_INDEX_PARTITION_BY),
+    ("producer_snapshots", schemas.PRODUCER_SNAPSHOTS, schemas.PRODUCER_SNAPSHOTS_PARTITION_BY),
+    ("file_problems", schemas.FILE_PROBLEMS, schemas.FILE_PROBLEMS_PARTITION_BY),
+    ("leader_epochs", schemas.LEADER_EPOCHS, schemas.LEADER_EPOCHS_PARTITION_BY),
+    ("checkpoints", schemas.CHECKPOINTS, schemas.CHECKPOINTS_PARTITION_BY),
+    ("partition_metadata", schemas.PARTITION_METADATA, schemas.PARTITION_METADATA_PARTITION_BY),
+)
+AUDITED_FILE_TABLES = ("txn_index", "producer_snapshots", "file_problems")  # what run_audit checks
 
 
 @dataclass
@@ -117,7 +127,15 @@ def _ingest(spark: SparkSession, store: TableStore, settings: Settings, inputs: 
         batches.unpersist()
     written = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics)).count()
     log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
-    return {"batches": written, "topics": len(topics)}
+    counts = {"batches": written, "topics": len(topics)}
+    side_files = read_partition_inputs(spark, inputs, settings)
+    if side_files is not None:
+        # Only the topics that have batches: a partition without segments has nothing to audit.
+        for table, schema, partition_by in PARTITION_FILE_TABLES:
+            rows = getattr(side_files, table).where(F.col("topic").isin(topics))
+            store.overwrite_partitions(rows, table, partition_by, {"topic": topics})
+            counts[table] = store.read(table, schema=schema).where(F.col("topic").isin(topics)).count()
+    return counts
 
 
 def _audit(
@@ -129,7 +147,13 @@ def _audit(
     topics = _distinct_topics(batches)
     if not topics:
         raise InputError(store.path("batches"), "table is empty; nothing to audit")
-    audited = run_audit(batches, settings.audit, run_id, reference_time_ms)
+    schemas_by_table = {table: schema for table, schema, _ in PARTITION_FILE_TABLES}
+    side_files = {
+        table: store.read(table, schema=schemas_by_table[table]).where(F.col("topic").isin(topics))
+        for table in AUDITED_FILE_TABLES
+        if store.exists(table)
+    }
+    audited = run_audit(batches, settings.audit, run_id, reference_time_ms, **side_files)
     try:
         for table, _, partition_by in AUDIT_TABLES:
             store.overwrite_partitions(getattr(audited, table), table, partition_by, {"topic": topics})

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schemas.batches import BATCHES, STATUS_OK
+from schemas.file_problems import FILE_PROBLEMS
+from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.txn_index import TXN_INDEX
 
 INT32_MAX = 2_147_483_647
@@ -34,6 +36,8 @@ class PartitionLog:
     broker_id: int = 0
     rows: list[dict] = field(default_factory=list)
     index_rows: list[dict] = field(default_factory=list)
+    snapshot_rows: list[dict] = field(default_factory=list)
+    problem_rows: list[dict] = field(default_factory=list)
     open_txns: dict[int, int] = field(default_factory=dict)
 
     def _row(self, **values) -> dict:
@@ -83,8 +87,15 @@ class PartitionLog:
             size_bytes=61 + 20 * count,
         )
 
-    def marker(self, pid: int, epoch: int, commit: bool = True, coordinator_epoch: int = 0,
-               at: int | None = None, index: bool = True) -> dict:
+    def marker(
+        self,
+        pid: int,
+        epoch: int,
+        commit: bool = True,
+        coordinator_epoch: int = 0,
+        at: int | None = None,
+        index: bool = True,
+    ) -> dict:
         self.clock = at if at is not None else self.clock + self.tick_ms
         offset = self.next_offset
         self.next_offset += 1
@@ -111,8 +122,9 @@ class PartitionLog:
             size_bytes=78,
         )
 
-    def index_entry(self, pid: int, first: int, last: int, lso: int, version: int = 0,
-                    segment_base_offset: int = 0) -> dict:
+    def index_entry(
+        self, pid: int, first: int, last: int, lso: int, version: int = 0, segment_base_offset: int = 0
+    ) -> dict:
         row = {name: None for name in TXN_INDEX.fieldNames()}
         row.update(
             topic=self.topic,
@@ -130,6 +142,57 @@ class PartitionLog:
             broker_id=self.broker_id,
         )
         self.index_rows.append(row)
+        return row
+
+    def snapshot(
+        self,
+        offset: int,
+        pid: int | None,
+        epoch: int | None = None,
+        last_sequence: int = -1,
+        last_offset: int = -1,
+        offset_delta: int = 0,
+        coordinator_epoch: int = -1,
+        txn_first_offset: int | None = None,
+        status: str = "ok",
+    ) -> dict:
+        """A row of `<offset>.snapshot` as the partition-file reader gives it."""
+        row = {name: None for name in PRODUCER_SNAPSHOTS.fieldNames()}
+        row.update(
+            topic=self.topic,
+            partition=self.partition,
+            snapshot_offset=offset,
+            producer_id=pid,
+            producer_epoch=epoch,
+            last_sequence=last_sequence,
+            last_offset=last_offset,
+            offset_delta=offset_delta,
+            timestamp=self.clock,
+            coordinator_epoch=coordinator_epoch,
+            current_txn_first_offset=txn_first_offset,
+            version=1,
+            crc_valid=status == "ok",
+            file_status=status,
+            source_file=f"{self.topic}-{self.partition}/{offset:020d}.snapshot",
+            source_format="segment",
+            broker_id=self.broker_id,
+        )
+        self.snapshot_rows.append(row)
+        return row
+
+    def file_problem(self, rule_code: str, severity: str, message: str) -> dict:
+        row = {
+            "rule_code": rule_code,
+            "severity": severity,
+            "topic": self.topic,
+            "partition": self.partition,
+            "source_file": f"{self.topic}-{self.partition}/leader-epoch-checkpoint",
+            "position": None,
+            "message": message,
+            "broker_id": self.broker_id,
+        }
+        assert set(row) == set(FILE_PROBLEMS.fieldNames())
+        self.problem_rows.append(row)
         return row
 
     def skip(self, offsets: int) -> None:

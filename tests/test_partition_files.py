@@ -110,7 +110,9 @@ def test_real_checkpoints_and_partition_metadata(realdata):
     for path in metadata_files:  # written without a final line break
         row, problems = decode_partition_metadata(path.read_text())
         assert problems == [] and row["version"] == 0 and len(row["topic_id"]) == 22, path
-    assert decode_partition_metadata((cart / "partition.metadata").read_text())[0]["topic_id"] == "1qqJytXMSWeR5tv_Z0us9g"
+    assert (
+        decode_partition_metadata((cart / "partition.metadata").read_text())[0]["topic_id"] == "1qqJytXMSWeR5tv_Z0us9g"
+    )
     # KRaft's metadata topic has the reserved id 1, which is not the zero UUID
     cluster_metadata = root / "jeyaprakash123+JP_ECommerceApp/data/kafka/__cluster_metadata-0/partition.metadata"
     assert decode_partition_metadata(cluster_metadata.read_text()) == (
@@ -312,7 +314,11 @@ def segment() -> bytes:
     """Three batches at offsets 100-102, 103-104 and 105-108, max timestamps 1, 2 and 3 s after TIMESTAMP."""
     return b"".join(
         encode_batch(base_offset, count, 5, 0, base_offset - BASE, base_timestamp=TIMESTAMP, max_timestamp=timestamp)
-        for base_offset, count, timestamp in ((100, 3, TIMESTAMP + 1000), (103, 2, TIMESTAMP + 2000), (105, 4, TIMESTAMP + 3000))
+        for base_offset, count, timestamp in (
+            (100, 3, TIMESTAMP + 1000),
+            (103, 2, TIMESTAMP + 2000),
+            (105, 4, TIMESTAMP + 3000),
+        )
     )
 
 
@@ -387,13 +393,16 @@ def sample_root(tmp_path) -> Path:
     root = generate(tmp_path / "logs")
     broker = root / "broker-0"
     orders_0 = broker / "orders-0"
-    (orders_0 / segment_file_name(90, ".snapshot")).write_bytes(snapshot_bytes([(1000, 0, 89, 89, 2, TIMESTAMP, -1, -1)]))
+    (orders_0 / segment_file_name(90, ".snapshot")).write_bytes(
+        snapshot_bytes([(1000, 0, 89, 89, 2, TIMESTAMP, -1, -1)])
+    )
     first_segment = decode_segment((orders_0 / segment_file_name(0)).read_bytes())
     positions, last_offsets = first_segment["position"].to_pylist(), first_segment["last_offset"].to_pylist()
     (orders_0 / segment_file_name(0, ".index")).write_bytes(
         offset_index((last_offsets[10], positions[10]), (last_offsets[20], positions[20])) + bytes(16)
     )
-    (orders_0 / segment_file_name(0, ".timeindex")).write_bytes(time_index((TIMESTAMP, last_offsets[0])))
+    # one millisecond off the first batch's max timestamp
+    (orders_0 / segment_file_name(0, ".timeindex")).write_bytes(time_index((TIMESTAMP + 1, last_offsets[0])))
     corrupt = bytearray(snapshot_bytes([(1001, 0, 20, 20, 2, TIMESTAMP, -1, -1)]))
     corrupt[-1] ^= 0xFF
     (broker / "orders-1" / segment_file_name(21, ".snapshot")).write_bytes(bytes(corrupt))
@@ -480,11 +489,55 @@ def test_read_partition_files_over_the_sample(spark, sample_root):
     assert len(metadata) == 4 and metadata[("orders", 1)] == (0, "line 2: the zero UUID is not a valid topic id")
     assert sum(problem is not None for _, problem in metadata.values()) == 1
 
-    problems = sorted((row.rule_code, row.severity, row.topic, row.partition) for row in tables.file_problems.collect())
-    assert problems == [
-        ("LEP-001", "ERROR", "payments.audit-log", 2),
-        ("SEG-001", "WARN", "payments", 0),
-        ("SEG-006", "WARN", "orders", 1),
-        ("SNP-001", "WARN", "orders", 1),
-        ("SNP-001", "WARN", "payments.audit-log", 2),
+    problems = sorted(
+        (row.rule_code, row.severity, row.topic, row.partition, row.position, row.message)
+        for row in tables.file_problems.collect()
+    )
+    assert [problem[:5] for problem in problems] == [
+        ("LEP-001", "ERROR", "payments.audit-log", 2, None),
+        ("SEG-001", "WARN", "payments", 0, None),
+        ("SEG-005", "WARN", "orders", 0, 0),
+        ("SEG-006", "WARN", "orders", 1, None),
     ]
+    messages = [problem[5] for problem in problems]
+    assert messages[1] == "00000000000000000000.log.swap: leftover .swap file: " + (
+        "a segment replacement (compaction or split) that did not finish; the broker completes it at startup"
+    )
+    assert messages[2] == (
+        f"00000000000000000000.timeindex: entry for offset 2: timestamp {TIMESTAMP + 1}, "
+        f"but the batch's max timestamp is {TIMESTAMP}"
+    )
+    snapshot_status = {(row.topic, row.partition): row.file_status for row in tables.producer_snapshots.collect()}
+    assert snapshot_status[("orders", 1)] == "crc_mismatch"
+    assert snapshot_status[("payments.audit-log", 2)] == "unreadable"
+
+
+@pytest.mark.realdata
+def test_dump_text_forms_map_to_the_same_tables(spark, realdata):
+    dumps = realdata / "dumplog-text"
+    snapshot_dumps = [
+        str(dumps / f"klog-readSnapshotFromKafka{major}Dump-L{line}.txt") for major, line in ((2, 28), (3, 44))
+    ]
+    snapshots = snapshots_from_dumplog(read_dumplog_snapshots(spark, snapshot_dumps))
+    assert snapshots.schema == PRODUCER_SNAPSHOTS
+    rows = sorted(
+        (row.asDict() for row in snapshots.collect()), key=lambda row: (row["source_file"], row["producer_id"])
+    )
+    # 2.x prints no lastTimestamp and 3.3 does: the snapshot's timestamp is the same either way
+    assert [tuple(row[name] for name in PRODUCER_FIELDS) for row in rows] == 2 * [
+        (171101, 12, 0, 932442537, 0, 1655628030307, 54, None),
+        (173102, 16, 0, 933203854, 0, 1655704254875, 59, None),
+        (199398, 0, 0, 933607621, 0, 1655761267833, 57, 933607621),
+    ]
+    assert {
+        (row["snapshot_offset"], row["version"], row["crc_valid"], row["file_status"], row["source_format"])
+        for row in rows
+    } == {(933607637, 1, True, "ok", "dumplog")}
+
+    txn_dump = str(dumps / "faderskd-blog-2023-11-29-kafka-transactions-03.txt")
+    txn_index = txn_index_from_dumplog(read_dumplog_txn_index(spark, [txn_dump]))
+    assert txn_index.schema == TXN_INDEX
+    [entry] = txn_index.collect()
+    assert (entry.producer_id, entry.first_offset, entry.last_offset, entry.last_stable_offset) == (0, 0, 1, 2)
+    assert (entry.version, entry.entry_status, entry.segment_base_offset, entry.position) == (0, "ok", 0, 0)
+    assert (entry.source_format, entry.broker_id) == ("dumplog", None)

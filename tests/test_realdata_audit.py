@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pipeline.audit.engine import run_audit
 from pipeline.config import load_settings
 from pipeline.sources.dumplog import parse_dump
+from pipeline.sources.partition_files import read_partition_files
 from pipeline.sources.segments import read_segments
 from schemas.batches import BATCHES
 
@@ -64,10 +65,6 @@ DUMP_TRANSACTIONS = {
 }
 
 
-def _prefixed(df, prefix: str):
-    return df.withColumn("topic", F.concat(F.lit(f"{prefix}:"), F.col("topic")))
-
-
 @pytest.fixture(scope="module")
 def dump_audit(spark, realdata):
     rows = []
@@ -81,20 +78,34 @@ def dump_audit(spark, realdata):
     return findings, transactions
 
 
-def test_broker_segments_raise_nothing_above_info(spark, realdata):
+def _by_repository(df):
+    """Prefix topics with the repository their files came from: each is a cluster of its own."""
+    repository = F.regexp_extract("source_file", r"broker-segments/([^/]+)/", 1)
+    return df.withColumn("topic", F.concat(repository, F.lit(":"), F.col("topic")))
+
+
+def test_broker_segments_and_their_snapshots_raise_nothing_above_info(spark, realdata):
+    """Clean broker-written logs: no WARN or worse, and every broker-written snapshot matches the replay."""
     settings = load_settings()
-    roots = sorted(p for p in (realdata / "broker-segments").iterdir() if "+" in p.name)
+    roots = [str(p) for p in sorted((realdata / "broker-segments").iterdir()) if "+" in p.name]
     assert len(roots) == 6
-    batches = None
-    for root in roots:
-        frame = _prefixed(read_segments(spark, [str(root)], settings), root.name)
-        batches = frame if batches is None else batches.unionByName(frame)
-    result = run_audit(batches, _audit_settings(), "realdata")
-    loud = result.findings.where(F.col("severity").isin(*NOT_INFO)).collect()
+    side = read_partition_files(spark, roots, settings)
+    snapshots = _by_repository(side.producer_snapshots)
+    result = run_audit(
+        _by_repository(read_segments(spark, roots, settings)),
+        _audit_settings(),
+        "realdata",
+        txn_index=_by_repository(side.txn_index),
+        producer_snapshots=snapshots,
+        file_problems=_by_repository(side.file_problems),
+    )
+    findings = result.findings.collect()
     audited_partitions = result.partition_summary.where(F.col("batch_count") > 0).count()
     result.release()
-    assert loud == []
+    assert [(f.topic, f.rule_code, f.message) for f in findings if f.severity in NOT_INFO] == []
+    assert [f for f in findings if f.rule_code.startswith("SNP")] == []
     assert audited_partitions >= 9
+    assert snapshots.where(F.col("producer_id").isNotNull()).count() >= 90
 
 
 def test_dumped_transactions_reconstruct_to_the_printed_outcomes(dump_audit):

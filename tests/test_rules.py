@@ -12,6 +12,8 @@ from pipeline.audit.engine import run_audit
 from pipeline.audit.registry import RULES
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_TOO_SMALL, STATUS_TRUNCATED
+from schemas.file_problems import FILE_PROBLEMS
+from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.txn_index import TXN_INDEX
 
 DAY_MS = 86_400_000
@@ -297,6 +299,50 @@ def idx_008(log, miss):
     log.marker(1, 0, commit=False)
 
 
+def snp_001(log, miss):
+    log.data(1, 0, 0, 1)
+    log.snapshot(1, None, status="ok" if miss else "crc_mismatch")
+
+
+def snp_002(log, miss):
+    log.data(1, 0, 0, 3)
+    log.snapshot(3 if miss else 100, 1, 0, last_sequence=2, last_offset=2, offset_delta=2)
+
+
+def snp_003(log, miss):
+    log.data(1, 3, 0, 2)
+    log.data(1, 3, 2, 1)
+    log.snapshot(3, 1, 3 if miss else 2, last_sequence=2, last_offset=2, offset_delta=0)
+
+
+def snp_004(log, miss):
+    log.data(1, 0, 0, 1, txn=True)
+    log.marker(1, 0)
+    log.data(1, 0, 1, 2, txn=True)
+    log.snapshot(
+        4, 1, 0, last_sequence=2, last_offset=3, offset_delta=1, coordinator_epoch=0, txn_first_offset=2 if miss else 3
+    )
+
+
+def snp_005(log, miss):
+    log.data(1, 0, 0, 2, txn=True)
+    if miss:
+        log.marker(1, 0)
+        log.snapshot(3, 1, 0, last_sequence=1, last_offset=1, offset_delta=1, coordinator_epoch=0)
+    else:
+        log.snapshot(2, 1, 0, last_sequence=1, last_offset=1, offset_delta=1, txn_first_offset=0)
+        log.marker(1, 0)
+
+
+def file_rule(code, severity):
+    def scenario(log, miss):
+        log.data(1, 0, 0, 1)
+        if not miss:
+            log.file_problem(code, severity, f"{code} as found by the partition-file reader")
+
+    return scenario
+
+
 SCENARIOS = {
     "SEQ-001": (seq_001, "ERROR"),
     "SEQ-002": (seq_002, "ERROR"),
@@ -332,6 +378,16 @@ SCENARIOS = {
     "IDX-006": (idx_006, "ERROR"),
     "IDX-007": (idx_007, "ERROR"),
     "IDX-008": (idx_008, "INFO"),
+    "SNP-001": (snp_001, "WARN"),
+    "SNP-002": (snp_002, "WARN"),
+    "SNP-003": (snp_003, "ERROR"),
+    "SNP-004": (snp_004, "ERROR"),
+    "SNP-005": (snp_005, "INFO"),
+    "SEG-001": (file_rule("SEG-001", "WARN"), "WARN"),
+    "SEG-004": (file_rule("SEG-004", "WARN"), "WARN"),
+    "SEG-005": (file_rule("SEG-005", "WARN"), "WARN"),
+    "SEG-006": (file_rule("SEG-006", "WARN"), "WARN"),
+    "LEP-001": (file_rule("LEP-001", "ERROR"), "ERROR"),
     "FMT-001": (fmt_001, "WARN"),
     "FMT-002": (fmt_002, "ERROR"),
     "FMT-003": (fmt_003, "ERROR"),
@@ -351,13 +407,15 @@ SCENARIOS = {
 @pytest.fixture(scope="module")
 def audited(spark):
     """Findings per (code, near miss), from one audit over every scenario log."""
-    rows, index_rows, topics = [], [], {}
+    rows, index_rows, snapshot_rows, problem_rows, topics = [], [], [], [], {}
     for code, (build, _) in SCENARIOS.items():
         for miss in (False, True):
             log = PartitionLog(topic=f"{code.lower()}-{'miss' if miss else 'fire'}", clock=T0)
             build(log, miss)
             rows.extend(log.rows)
             index_rows.extend(log.index_rows)
+            snapshot_rows.extend(log.snapshot_rows)
+            problem_rows.extend(log.problem_rows)
             topics[code, miss] = log.topic
     settings = AuditSettings(compacted_topics=["compacted-*"])
     result = run_audit(
@@ -365,6 +423,8 @@ def audited(spark):
         settings,
         "test-run",
         txn_index=spark.createDataFrame(index_rows, TXN_INDEX),
+        producer_snapshots=spark.createDataFrame(snapshot_rows, PRODUCER_SNAPSHOTS),
+        file_problems=spark.createDataFrame(problem_rows, FILE_PROBLEMS),
     )
     by_topic: dict[str, list] = {}
     for row in result.findings.collect():
@@ -404,7 +464,7 @@ def test_wraparound_is_in_sequence(audited):
 
 def test_clean_transactional_logs_leave_only_informational_findings(audited):
     """The near misses of the transaction and index rules are correct logs: nothing above INFO."""
-    for code in ("TXN-003", "EPO-004", "IDX-001", "IDX-002", "IDX-004", "IDX-006"):
+    for code in ("TXN-003", "EPO-004", "IDX-001", "IDX-002", "IDX-004", "IDX-006", "SNP-003", "SNP-004", "SNP-005"):
         assert [f.rule_code for f in audited[code, True] if f.severity != "INFO"] == [], code
 
 

@@ -15,6 +15,7 @@ SECTIONS = {
     "6.3": "Epochs and fencing",
     "6.4": "Transaction structure",
     "6.5": "Aborted-transaction index and read_committed visibility",
+    "6.6": "Producer-state snapshots",
 }
 
 

@@ -15,7 +15,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit import epochs, integrity, sequences, transactions, txnindex, visibility
+from pipeline.audit import epochs, files, integrity, sequences, snapshots, transactions, txnindex, visibility
 from pipeline.audit.columns import explode_findings
 from pipeline.audit.replay import TP, prepare_batches, producer_rows, with_producer_state
 from pipeline.config import AuditSettings
@@ -71,14 +71,28 @@ def _txn_index_findings(
     return explode_findings(located, file_checks).unionByName(explode_findings(compared, comparison_checks))
 
 
+def _snapshot_findings(
+    producer_snapshots: DataFrame, prepared: DataFrame, replayed: DataFrame, offsets: DataFrame
+) -> DataFrame:
+    """SNP rules: the broker's producer-state snapshots against the replay."""
+    replicas = txnindex.audited_replicas(prepared.where(~F.col("is_kraft_topic")))
+    audited = snapshots.audited_snapshots(producer_snapshots, replicas)
+    files, file_checks = snapshots.file_checks(audited, prepared, offsets)
+    compared, state_checks = snapshots.state_checks(audited, replayed, offsets)
+    return explode_findings(files, file_checks).unionByName(explode_findings(compared, state_checks))
+
+
 def run_audit(
     batches: DataFrame,
     settings: AuditSettings,
     run_id: str,
     reference_time_ms: int | None = None,
     txn_index: DataFrame | None = None,
+    producer_snapshots: DataFrame | None = None,
+    file_problems: DataFrame | None = None,
 ) -> AuditResult:
-    """Audit `batches`; with `txn_index` (the `.txnindex` entries of the same log dirs) the IDX rules run too."""
+    """Audit `batches`. The `.txnindex` entries, producer-state snapshots and file problems of the same log
+    dirs, when given, are checked against the replay too (IDX, SNP, SEG and LEP rules)."""
     prepared = prepare_batches(batches, settings).persist(StorageLevel.MEMORY_AND_DISK)
     replayed = with_producer_state(producer_rows(prepared), settings).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -99,6 +113,10 @@ def run_audit(
     )
     if txn_index is not None:
         findings = findings.unionByName(_txn_index_findings(txn_index, prepared, txns, offsets, settings))
+    if producer_snapshots is not None:
+        findings = findings.unionByName(_snapshot_findings(producer_snapshots, prepared, replayed, offsets))
+    if file_problems is not None:
+        findings = findings.unionByName(files.file_problem_findings(file_problems, txnindex.audited_replicas(prepared)))
     summary = visibility.with_finding_counts(offsets, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),

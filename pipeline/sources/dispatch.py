@@ -144,3 +144,16 @@ def read_inputs(spark: SparkSession, inputs: list[str], settings: Settings) -> D
     if not frames:
         raise InputError("(none)", f"no input given; {ACCEPTED}")
     return reduce(DataFrame.unionByName, frames)
+
+
+def read_partition_inputs(spark: SparkSession, inputs: list[str], settings: Settings):
+    """The files beside the segments of the log-dir inputs (indexes, snapshots, checkpoints), or None.
+
+    Dump text and columnar exports carry no such files.
+    """
+    plan = classify_inputs(spark, inputs)
+    if not plan.segment_roots:
+        return None
+    from pipeline.sources.partition_files import read_partition_files
+
+    return read_partition_files(spark, plan.segment_roots, settings)

@@ -2,8 +2,9 @@
 
 Decoding walks a segment exactly like the broker's `FileLogInputStream.nextBatch` (spec §1.1.6, §6.0 step 1) and
 keeps one row per entry, including the entry the broker would stop at, so integrity rules are plain filters.
-It is pure Python and numpy because executors run it inside `mapInArrow` and tests run it without Spark: the
-only per-entry Python work is the boundary walk and the CRC call; header fields are gathered with numpy.
+It is pure Python and numpy because executors run it inside `mapInArrow` and tests run it without Spark. The
+per-entry Python work is kept to the boundary walk, and numpy takes over runs of small v2 batches; header fields
+are gathered with numpy, and the CRCs of a window are checked with one `crc32c` call when they all match.
 
 The encoder writes what a broker writes (valid CRC-32C, varint-framed records, 78-byte transaction markers) so
 tests and the bundled samples can build logs byte for byte.
@@ -82,6 +83,12 @@ DECODED_SCHEMA = pa.schema(
 """The `batches` columns that come from segment bytes, in `BATCHES` order; the caller adds provenance columns."""
 
 _NULL_ROW = dict.fromkeys(DECODED_SCHEMA.names)
+_EMPTY_REGISTER = 0xFFFFFFFF  # `crc32c(data, value)` with this value starts from, and returns it for, a zero register
+_CRC_RESTART = bytes.fromhex("54641f64")  # takes an all-zero register to all ones: crc32c(it, 0xFFFFFFFF) == 0
+_SAMPLE_BYTES = 4096  # walked entry by entry to see whether entries are small
+_SMALL_ENTRY_BYTES = 128  # up to this mean size, numpy finds runs of v2 batches faster than the Python loop
+_RUN_BYTES = 1 << 20  # numpy finds runs in steps of this many bytes, and falls back when entries grow
+_PRUNING_ROUNDS = 8  # look-alike headers chained to each other; more than this and the Python loop takes over
 _SYNC_BLOCK_BYTES = 256 * 1024  # read size of `next_entry_start`: many small entries, or one large entry's header
 _STRADDLE_READ_BYTES = 64 * 1024  # least read past the end of a byte range, to finish its last entry
 
@@ -116,6 +123,28 @@ _LEGACY_PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _CONTROL_KEY = struct.Struct(">hh")
 _MARKER_VALUE = struct.Struct(">hi")
 _TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
+_MARKER_BYTES = 78
+_MARKER_RECORD = np.dtype(  # the record of a marker; varints are single bytes, zig-zag encoded
+    {
+        "names": [
+            "length",
+            "timestamp_delta",
+            "offset_delta",
+            "key_length",
+            "key_version",
+            "type",
+            "value_length",
+            "value_version",
+            "coordinator_epoch",
+        ],
+        "formats": ["u1", "u1", "u1", "u1", ">i2", ">i2", "u1", ">i2", ">i4"],
+        "offsets": [0, 2, 3, 4, 5, 7, 9, 10, 12],
+        "itemsize": _MARKER_BYTES - RECORD_BATCH_OVERHEAD,
+    }
+)
+_MARKER_RECORD_LENGTH = 2 * (_MARKER_BYTES - RECORD_BATCH_OVERHEAD - 1)
+_MARKER_KEY_LENGTH = 2 * _CONTROL_KEY.size
+_MARKER_VALUE_LENGTH = 2 * _MARKER_VALUE.size
 
 
 class DecodedWindow(NamedTuple):
@@ -161,7 +190,7 @@ def decode_window(
     stop = walk.stop
     if stop is None and walk.end < available:
         stop = _truncated_entry(view, walk.end, file_size - file_position)
-    table = _build_table(data, view, walk, stop, file_position, file_size)
+    table = _build_table(view, walk, stop, file_position, file_size)
     if stop is not None or file_position + available >= file_size:
         return DecodedWindow(table, None)
     return DecodedWindow(table, file_position + walk.end)
@@ -250,25 +279,32 @@ class _Walk(NamedTuple):
 def _walk_entries(view) -> _Walk:
     """Follow the entry chain through the window, like `FileLogInputStream.nextBatch`.
 
-    The loop is the one per-entry Python step of decoding, so it reads only the size; the magic byte and the
-    v2 minimum size are checked for all entries at once afterwards, and the walk is cut at the first entry
-    that fails them. `_stop_at` classifies the entry the walk stopped at.
+    Small entries make the per-entry Python step the largest cost of decoding, so after a short sample, runs of
+    small v2 batches are found with numpy (`_v2_run`); everything else is followed one entry at a time, reading
+    only the size. The magic byte and the v2 minimum size are checked for all entries at once afterwards, and
+    the walk is cut at the first entry that fails them. `_stop_at` classifies the entry the walk stopped at.
     """
-    starts: list[int] = []
-    append = starts.append
-    read_size = _INT32.unpack_from
     available = len(view)
     last_peek = available - HEADER_SIZE_UP_TO_MAGIC
-    position = 0
-    while position <= last_peek:
-        (size,) = read_size(view, position + 8)
-        if size < RECORD_OVERHEAD_V0:
-            break
-        append(position)
-        position += LOG_OVERHEAD + size
+    sample: list[int] = []
+    position = _follow_sizes(view, 0, min(last_peek, _SAMPLE_BYTES), sample)
+    found = [np.array(sample, dtype=np.int64)]
+    if len(sample) and position > _SAMPLE_BYTES and position <= len(sample) * _SMALL_ENTRY_BYTES:
+        raw = np.frombuffer(view, dtype=np.uint8)
+        while position <= last_peek:
+            run, run_end = _v2_run(raw, position, min(position + _RUN_BYTES, available))
+            if not len(run):
+                break
+            found.append(run)
+            position, run_bytes = run_end, run_end - position
+            if run_bytes > len(run) * _SMALL_ENTRY_BYTES:
+                break
+    rest: list[int] = []
+    position = _follow_sizes(view, position, last_peek, rest)
+    found.append(np.array(rest, dtype=np.int64))
+    start = np.concatenate(found)
     if position > available:  # the last entry continues past the window
-        position = starts.pop()
-    start = np.array(starts, dtype=np.int64)
+        position, start = int(start[-1]), start[:-1]
     if len(start):
         magic = np.frombuffer(view, dtype=np.uint8)[start + 16]
         size = np.diff(start, append=position) - LOG_OVERHEAD
@@ -278,6 +314,57 @@ def _walk_entries(view) -> _Walk:
             position = int(start[first])
             start = start[:first]
     return _Walk(start, position, _stop_at(view, position) if position <= last_peek else None)
+
+
+def _follow_sizes(view, position: int, last_start: int, starts: list[int]) -> int:
+    """Append the starts of the entries chained from `position` that start at or before `last_start`.
+
+    Returns where it stopped: past `last_start`, or at an entry whose size is below any entry's minimum. This loop
+    is the one per-entry Python step of decoding, so it reads only the size.
+    """
+    append = starts.append
+    read_size = _INT32.unpack_from
+    while position <= last_start:
+        (size,) = read_size(view, position + 8)
+        if size < RECORD_OVERHEAD_V0:
+            break
+        append(position)
+        position += LOG_OVERHEAD + size
+    return position
+
+
+def _v2_run(raw: np.ndarray, position: int, limit: int) -> tuple[np.ndarray, int]:
+    """Starts of the chain of complete v2 batches from `position` (an entry start) within raw[position:limit].
+
+    Every byte position whose byte 16 is 2 is a candidate, whose successor is at `candidate + 12 + size`.
+    Candidates that no chain from `position` reaches (batch bytes that happen to look like a header) are pruned by
+    repeatedly dropping those without a predecessor; that leaves exactly the chain. Also returns where the chain
+    ends. The cost is numpy work per byte, so this is only worth it for small entries.
+    """
+    window = raw[position:limit]
+    candidates = np.flatnonzero(window[16:] == 2)
+    sizes = np.lib.stride_tricks.sliding_window_view(window, 4)[candidates + 8]
+    sizes = np.ascontiguousarray(sizes).view(">i4")[:, 0].astype(np.int64)
+    successors = candidates + LOG_OVERHEAD + sizes
+    complete = (sizes >= _V2_MIN_SIZE) & (successors <= len(window))
+    candidates, successors = candidates[complete], successors[complete]
+    if not len(candidates) or candidates[0] != 0:
+        return candidates[:0], position
+    if not np.array_equal(candidates[1:], successors[:-1]):
+        successor = np.searchsorted(candidates, successors)
+        successor[successor == len(candidates)] = 0
+        successor[candidates[successor] != successors] = 0  # 0: no successor, as nothing chains back to the start
+        reachable = np.ones(len(candidates), dtype=bool)
+        for _ in range(_PRUNING_ROUNDS):
+            has_predecessor = np.bincount(successor[reachable], minlength=len(candidates)) > 0
+            has_predecessor[0] = True
+            if has_predecessor[reachable].all():
+                break
+            reachable &= has_predecessor
+        else:
+            return candidates[:0], position
+        candidates, successors = candidates[reachable], successors[reachable]
+    return candidates + position, position + int(successors[-1])
 
 
 def _stop_at(view, position: int) -> _Stop | None:
@@ -317,7 +404,7 @@ def _truncated_entry(view, position: int, bytes_to_eof: int) -> _Stop | None:
     )
 
 
-def _build_table(data, view, walk: _Walk, stop: _Stop | None, file_position: int, file_size: int) -> pa.Table:
+def _build_table(view, walk: _Walk, stop: _Stop | None, file_position: int, file_size: int) -> pa.Table:
     """Rows in file order: v2 batches column by column, legacy messages and the stop entry row by row."""
     starts = walk.starts
     ends = np.empty_like(starts)
@@ -327,11 +414,11 @@ def _build_table(data, view, walk: _Walk, stop: _Stop | None, file_position: int
     tables = []
     if is_v2.all():
         if len(starts):
-            tables.append(_v2_table(data, view, starts, ends, file_position))
+            tables.append(_v2_table(view, starts, ends, file_position))
         rows = []
     else:
         if is_v2.any():
-            tables.append(_v2_table(data, view, starts[is_v2], ends[is_v2], file_position))
+            tables.append(_v2_table(view, starts[is_v2], ends[is_v2], file_position))
         legacy = ~is_v2
         rows = [
             _legacy_row(view, start, end, file_position)
@@ -351,8 +438,8 @@ def _build_table(data, view, walk: _Walk, stop: _Stop | None, file_position: int
     return table.combine_chunks()
 
 
-def _v2_table(data, view, starts, ends, file_position: int) -> pa.Table:
-    """v2 batches: header fields gathered in one numpy pass, CRC-32C per batch, control records per control batch."""
+def _v2_table(view, starts, ends, file_position: int) -> pa.Table:
+    """v2 batches: header fields gathered in one numpy pass, then CRC-32C and the control records."""
     raw = np.frombuffer(view, dtype=np.uint8)
     header = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(raw, RECORD_BATCH_OVERHEAD)[starts])
     header = header.view(_V2_HEADER)[:, 0]
@@ -388,7 +475,7 @@ def _v2_table(data, view, starts, ends, file_position: int) -> pa.Table:
         "last_offset_delta": last_offset_delta,
         "batch_length": header["batch_length"].astype(np.int32),
         "crc": stored_crc,
-        "crc_valid": _crc32c_of_ranges(data, view, starts + CRC_START, ends) == stored_crc,
+        "crc_valid": _crc_matches(view, starts, ends, stored_crc),
         "entry_status": pa.repeat(pa.scalar(STATUS_OK, pa.string()), len(starts)),
         "entry_note": notes,
         "position": starts + file_position,
@@ -401,28 +488,77 @@ def _v2_table(data, view, starts, ends, file_position: int) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=DECODED_SCHEMA)
 
 
-def _crc32c_of_ranges(data, view, firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
-    """CRC-32C of each [first, last) byte range, as int64.
+def _crc_matches(view, starts, ends, stored_crc) -> np.ndarray:
+    """Whether the CRC-32C of each batch, attributes to end, equals its stored CRC.
 
-    Per call, `crc32c` costs more than hashing a small batch, so the calls are chained through `map` and run
-    without a Python frame per batch.
+    A `crc32c` call costs more than hashing a small batch, so contiguous batches are first checked together with
+    one call; only a window where that check fails is checked batch by batch.
     """
-    ranges = map(slice, firsts.tolist(), lasts.tolist())
-    return np.fromiter(map(crc32c, map(view.__getitem__, ranges)), dtype=np.int64, count=len(firsts))
+    if np.array_equal(starts[1:], ends[:-1]) and _all_crcs_match(view, starts, ends, stored_crc):
+        return np.ones(len(starts), dtype=bool)
+    ranges = map(slice, (starts + CRC_START).tolist(), ends.tolist())
+    computed = np.fromiter(map(crc32c, map(view.__getitem__, ranges)), dtype=np.int64, count=len(starts))
+    return computed == stored_crc
+
+
+def _all_crcs_match(view, starts, ends, stored_crc) -> bool:
+    """One CRC-32C over a copy of the contiguous batches, rewritten so it ends at a known value iff all CRCs match.
+
+    The first 21 bytes of each batch, which its CRC does not cover, become: the complement of the previous
+    batch's stored CRC, which empties the register if that CRC is right; 13 zero bytes, which keep it empty; and
+    `_CRC_RESTART`, which sets it to the initial value for the next batch. A single wrong CRC always changes the
+    result. Several wrong CRCs in one window pass only if their errors cancel out, which for random corruption is
+    as likely (2^-32) as one corrupted batch keeping a matching CRC.
+    """
+    first = int(starts[0])
+    chained = bytearray(view[first : int(ends[-1])])
+    prefixes = np.zeros((len(starts), CRC_START), dtype=np.uint8)
+    prefixes[1:, :4] = (stored_crc[:-1] ^ 0xFFFFFFFF).astype("<u4").view(np.uint8).reshape(-1, 4)
+    prefixes[:, -len(_CRC_RESTART) :] = np.frombuffer(_CRC_RESTART, dtype=np.uint8)
+    chained_bytes = np.frombuffer(chained, dtype=np.uint8)
+    np.lib.stride_tricks.sliding_window_view(chained_bytes, CRC_START, writeable=True)[starts - first] = prefixes
+    last_complement = (int(stored_crc[-1]) ^ 0xFFFFFFFF).to_bytes(4, "little")
+    return crc32c(last_complement, crc32c(chained, _EMPTY_REGISTER)) == _EMPTY_REGISTER
 
 
 def _control_columns(view, starts, ends, is_control, compression, record_count):
-    """control_type, coordinator_epoch and entry_note of v2 batches, from the control record of control batches."""
+    """control_type, coordinator_epoch and entry_note of v2 batches, from the control record of control batches.
+
+    Transaction markers are the common control batches and all look alike, so the record of a 78-byte marker
+    with version-0 key and value is read in one numpy pass; any other control batch goes through the parser.
+    """
     rows = len(starts)
-    control_rows = np.flatnonzero(is_control).tolist()
-    if not control_rows:
+    control_rows = np.flatnonzero(is_control)
+    if not len(control_rows):
         return pa.nulls(rows, pa.int32()), pa.nulls(rows, pa.int32()), pa.nulls(rows, pa.string())
     control_type = np.zeros(rows, dtype=np.int32)
     coordinator_epoch = np.zeros(rows, dtype=np.int32)
     has_type = np.zeros(rows, dtype=bool)
     has_epoch = np.zeros(rows, dtype=bool)
+
+    sized = control_rows[
+        (ends[control_rows] - starts[control_rows] == _MARKER_BYTES)
+        & (compression[control_rows] == COMPRESSION_NONE)
+        & (record_count[control_rows] > 0)
+    ]
+    records = np.lib.stride_tricks.sliding_window_view(np.frombuffer(view, dtype=np.uint8), _MARKER_RECORD.itemsize)
+    record = np.ascontiguousarray(records[starts[sized] + RECORD_BATCH_OVERHEAD]).view(_MARKER_RECORD)[:, 0]
+    standard = (
+        (record["length"] == _MARKER_RECORD_LENGTH)
+        & (record["timestamp_delta"] < 0x80)
+        & (record["offset_delta"] < 0x80)
+        & (record["key_length"] == _MARKER_KEY_LENGTH)
+        & (record["key_version"] == 0)
+        & ((record["type"] == CONTROL_ABORT) | (record["type"] == CONTROL_COMMIT))
+        & (record["value_length"] == _MARKER_VALUE_LENGTH)
+        & (record["value_version"] == 0)
+    )
+    markers = sized[standard]
+    control_type[markers], has_type[markers] = record["type"][standard], True
+    coordinator_epoch[markers], has_epoch[markers] = record["coordinator_epoch"][standard], True
+
     notes: dict[int, str] = {}
-    for row in control_rows:
+    for row in np.setdiff1d(control_rows, markers).tolist():
         parsed_type, parsed_epoch, note = _parse_control_record(
             view, int(starts[row]) + RECORD_BATCH_OVERHEAD, int(ends[row]), compression[row], record_count[row]
         )

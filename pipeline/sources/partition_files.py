@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import bisect
 import logging
+import math
 import re
 import struct
 from collections.abc import Callable, Iterator
@@ -32,6 +33,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.audit.files import EPOCH_CHECKPOINT_FORMAT, FILE_NAMING, OFFSET_INDEX, PARTITION_METADATA, TIME_INDEX
+from pipeline.audit.registry import Rule
 from pipeline.config import IngestSettings, Settings
 from pipeline.sources.dumplog import SOURCE_FORMAT as DUMPLOG_FORMAT
 from pipeline.sources.kafka_format import (
@@ -40,29 +43,17 @@ from pipeline.sources.kafka_format import (
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
 )
-from pipeline.sources.segments import META_PROPERTIES, PARTITION_DIR, RootListing, SkippedDir, list_root, resolve
+from pipeline.sources.segments import META_PROPERTIES, PARTITION_DIR, RootListing, list_root, resolve
 from pipeline.sources.segments import SOURCE_FORMAT as SEGMENT_FORMAT
 from schemas.checkpoints import CHECKPOINT_KINDS, CHECKPOINTS
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.leader_epochs import LEADER_EPOCHS
-from schemas.partition_metadata import PARTITION_METADATA
+from schemas.partition_metadata import PARTITION_METADATA as PARTITION_METADATA_SCHEMA
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.txn_index import TXN_INDEX
 
 log = logging.getLogger(__name__)
 
-
-class Rule(NamedTuple):
-    code: str
-    severity: str
-
-
-FILE_NAMING = Rule("SEG-001", "WARN")
-OFFSET_INDEX = Rule("SEG-004", "WARN")
-TIME_INDEX = Rule("SEG-005", "WARN")
-PARTITION_METADATA_FORMAT = Rule("SEG-006", "WARN")
-EPOCH_CHECKPOINT_FORMAT = Rule("LEP-001", "ERROR")
-SNAPSHOT_CORRUPT = Rule("SNP-001", "WARN")
 
 STATUS_OK = "ok"
 STATUS_TRUNCATED = "truncated"
@@ -88,6 +79,7 @@ _LEFTOVER_MEANING = {
 _OFFSET_NAMED = re.compile(r"^\d+\.")
 _LOG_DIR_FILES = {META_PROPERTIES, ".kafka_cleanshutdown", "bootstrap.checkpoint", *CHECKPOINT_KINDS}
 _INT64_MAX = 2**63 - 1
+FILES_PER_TASK = 64  # these files are small: a Spark task costs more than reading one
 
 TXN_INDEX_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
 SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, CRC-32C of bytes [6, EOF), entry count
@@ -151,7 +143,6 @@ class FileDescriptor:
 class PartitionFileDiscovery:
     files: list[FileDescriptor]
     naming_problems: list[dict[str, Any]]  # FILE_PROBLEMS rows (SEG-001)
-    skipped: list[SkippedDir]
 
 
 @dataclass(frozen=True)
@@ -192,8 +183,8 @@ _Decoder = Callable[[FileDescriptor], list[dict[str, Any]]]
 def decode_txn_index(data: bytes) -> list[dict[str, Any]]:
     """Rows (TXN_INDEX names, without provenance) of a `.txnindex`: one per 34-byte entry, in file order.
 
-    Bytes after the last whole entry give one 'truncated' row. `version` is the whole int16; the broker reads
-    only its first byte, and both must be 0 for a valid entry.
+    Bytes after the last whole entry give one 'truncated' row. `version` is the int16 as written (0 in every
+    entry a broker writes), although the broker reads back only its first byte.
     """
     whole = len(data) - len(data) % TXN_INDEX_ENTRY.size
     rows = [
@@ -213,9 +204,9 @@ def decode_producer_snapshot(data: bytes) -> list[dict[str, Any]]:
     """Rows (PRODUCER_SNAPSHOTS names, without provenance) of a producer-state snapshot.
 
     One 'ok' row per entry, or one row with null producer fields for a snapshot without entries or a file
-    the broker would reject (the status conventions are in schemas/producer_snapshots.py). Checks run in
-    the broker's order (version, then the entry array, then the CRC) except that a structural fault names
-    the status even when the CRC fails too.
+    the broker would reject (the status conventions are in schemas/producer_snapshots.py). Checks follow
+    the broker's order (version, entry array, CRC); trailing bytes, which the broker only notices through the
+    CRC, come before it, so a structural fault names the status even when the CRC fails too.
     """
     size = len(data)
     version = _VERSION.unpack_from(data)[0] if size >= _VERSION.size else None
@@ -561,17 +552,16 @@ def discover_partition_files(roots: list[str], ingest: IngestSettings) -> Partit
     holds a log-dir file (`meta.properties`, an offset checkpoint, ...). Offset checkpoints are taken from
     every other directory, and from the root's parent when the root is a partition dir.
     """
-    files: dict[str, FileDescriptor] = {}
-    problems: dict[tuple[str, str], dict[str, Any]] = {}
-    skipped: list[SkippedDir] = []
+    files: dict[str, FileDescriptor] = {}  # by location: partition-dir roots of one log dir share its checkpoints
+    problems: dict[str, dict[str, Any]] = {}
     for root in roots:
-        listing = list_root(root, ingest.skip_dir_suffixes, skipped)
+        listing = list_root(root, ingest.skip_dir_suffixes, skipped=[])  # read_segments reports skipped dirs
         for file in _root_files(listing, problems):
             files.setdefault(file.location, file)
-    return PartitionFileDiscovery(list(files.values()), list(problems.values()), skipped)
+    return PartitionFileDiscovery(list(files.values()), list(problems.values()))
 
 
-def _root_files(listing: RootListing, problems: dict[tuple[str, str], dict[str, Any]]) -> Iterator[FileDescriptor]:
+def _root_files(listing: RootListing, problems: dict[str, dict[str, Any]]) -> Iterator[FileDescriptor]:
     directories: dict[str, dict[str, int]] = {}
     for relative, size in listing.files.items():
         directory, _, name = relative.rpartition("/")
@@ -609,13 +599,13 @@ def _partition_dir_files(
     topic: str,
     partition: int,
     broker_id: int | None,
-    problems: dict[tuple[str, str], dict[str, Any]],
+    problems: dict[str, dict[str, Any]],
 ) -> Iterator[FileDescriptor]:
     for name, size in names.items():
         location = listing.location_of(prefix + name)
         problem = naming_problem(name)
         if problem is not None:
-            problems[(FILE_NAMING.code, location)] = _problem_row(
+            problems[location] = _problem_row(
                 FILE_NAMING, topic, partition, location, None, f"{name}: {problem}", broker_id
             )
             continue
@@ -668,20 +658,24 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
     by_kind: dict[str, list[FileDescriptor]] = {}
     for file in discovery.files:
         by_kind.setdefault(file.kind, []).append(file)
-    log.info("decoding %d partition files beside the segments", len(discovery.files))
+    log.info(
+        "decoding %d files (%d bytes) beside the segments",
+        len(discovery.files),
+        sum(file.size for file in discovery.files),
+    )
 
     def decoded(kinds: tuple[str, ...], decode: _Decoder, schema: T.StructType) -> DataFrame:
         files = [file for kind in kinds for file in by_kind.get(kind, [])]
         if not files:
             return spark.createDataFrame([], schema)
+        # createDataFrame spreads the descriptors over the default parallelism. The files are small, so a task
+        # costs more than reading one: fewer tasks for fewer files, merged without a shuffle.
         descriptors = spark.createDataFrame([astuple(file) for file in files], FILE_DESCRIPTOR)
-        tasks = min(len(files), spark.sparkContext.defaultParallelism)
-        return descriptors.repartition(tasks).mapInArrow(
-            partial(_decode_files, decode, to_arrow_schema(schema)), schema
-        )
+        descriptors = descriptors.coalesce(math.ceil(len(files) / FILES_PER_TASK))
+        return descriptors.mapInArrow(partial(_decode_files, decode, to_arrow_schema(schema)), schema)
 
     leader_epochs = decoded((LEADER_EPOCH_CHECKPOINT,), _leader_epoch_rows, LEADER_EPOCHS)
-    partition_metadata = decoded((PARTITION_METADATA_FILE,), _partition_metadata_rows, PARTITION_METADATA)
+    partition_metadata = decoded((PARTITION_METADATA_FILE,), _partition_metadata_rows, PARTITION_METADATA_SCHEMA)
     producer_snapshots = decoded((SNAPSHOT_SUFFIX,), _snapshot_rows, PRODUCER_SNAPSHOTS)
     naming = spark.createDataFrame(
         [tuple(row[name] for name in FILE_PROBLEMS.fieldNames()) for row in discovery.naming_problems], FILE_PROBLEMS
@@ -698,13 +692,8 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
             ),
             _table_problems(
                 partition_metadata.where(F.col("problem").isNotNull()),
-                PARTITION_METADATA_FORMAT,
+                PARTITION_METADATA,
                 F.format_string(f"{PARTITION_METADATA_FILE}: %s", "problem"),
-            ),
-            _table_problems(
-                producer_snapshots.where(F.col("file_status") != STATUS_OK),
-                SNAPSHOT_CORRUPT,
-                F.format_string("producer snapshot %s: %s", "file_status", "file_note"),
             ),
         ],
     )
@@ -719,7 +708,7 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
 
 
 def _table_problems(problem_rows: DataFrame, rule: Rule, message: Column) -> DataFrame:
-    """FILE_PROBLEMS rows for rows of another table; a format_string message is non-nullable, as declared."""
+    """FILE_PROBLEMS rows for problem rows of another table (format_string types `message` non-nullable)."""
     return problem_rows.select(
         F.lit(rule.code).alias("rule_code"),
         F.lit(rule.severity).alias("severity"),
@@ -844,7 +833,8 @@ def _checkpoint_rows(file: FileDescriptor) -> list[dict[str, Any]]:
 
 def _index_problem_rows(file: FileDescriptor) -> list[dict[str, Any]]:
     """SEG-004/SEG-005 rows of one index file; its `.log` is opened once and read at the indexed positions."""
-    rule = OFFSET_INDEX if file.kind == OFFSET_INDEX_SUFFIX else TIME_INDEX
+    is_offset_index = file.kind == OFFSET_INDEX_SUFFIX
+    rule = OFFSET_INDEX if is_offset_index else TIME_INDEX
     try:
         with ExitStack() as stack:
             read_log: LogReader | None = None
@@ -853,7 +843,7 @@ def _index_problem_rows(file: FileDescriptor) -> list[dict[str, Any]]:
                 segment = stack.enter_context(filesystem.open_input_file(path))
                 read_log = partial(_read_at, segment)
             data = _read(file.location)
-            if rule is OFFSET_INDEX:
+            if is_offset_index:
                 problems = check_offset_index(data, file.base_offset, read_log)
             else:
                 offset_index = _read(file.offset_index_location) if file.offset_index_location else b""

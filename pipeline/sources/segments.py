@@ -12,7 +12,7 @@ import math
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 
 import pyarrow as pa
 from pyarrow import fs as pafs
@@ -22,7 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import IngestSettings, Settings
 from pipeline.errors import InputError
-from pipeline.sources.kafka_format import DECODED_SCHEMA, iter_decoded
+from pipeline.sources.kafka_format import DECODED_SCHEMA, iter_decoded, next_entry_start
 from schemas.batches import BATCHES, STATUS_UNREADABLE
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ SEGMENT_DESCRIPTOR = T.StructType(
         T.StructField("broker_id", T.IntegerType(), True),
         T.StructField("segment_base_offset", T.LongType(), False),
         T.StructField("size", T.LongType(), False),
+        T.StructField("start", T.LongType(), False),
+        T.StructField("end", T.LongType(), True),
     ]
 )
 
@@ -56,7 +58,11 @@ _ARROW_BATCHES = to_arrow_schema(BATCHES)
 
 @dataclass(frozen=True)
 class SegmentFile:
-    """One `.log` segment to decode; `location` is a local path or a URI that executors open as is."""
+    """One `.log` segment to decode; `location` is a local path or a URI that executors open as is.
+
+    A task decodes the entries that start in the byte range [start, end) of the file; `end` None means up to
+    the end of the file as the task finds it.
+    """
 
     location: str
     topic: str
@@ -64,6 +70,8 @@ class SegmentFile:
     broker_id: int | None
     segment_base_offset: int
     size: int
+    start: int = 0
+    end: int | None = None
 
 
 @dataclass(frozen=True)
@@ -106,22 +114,48 @@ def discover_segments(roots: list[str], ingest: IngestSettings) -> Discovery:
 def read_segments(spark: SparkSession, roots: list[str], settings: Settings) -> DataFrame:
     """All entries of all segments under `roots` as a DataFrame with exactly the `BATCHES` schema.
 
-    Files are spread over tasks by count, at least one task per `segment_split_bytes` of input and never more
-    tasks than files. A file larger than `segment_split_bytes` is still decoded by one task, streaming in
-    bounded windows; splitting it into byte ranges needs entry boundaries at the split points (from the
-    `.index` file or a boundary pre-scan); the decoder already starts at any entry boundary
-    (`kafka_format.decode_window(file_position=...)`).
-    A file that cannot be opened or read yields a row with entry_status `unreadable` instead of failing the job.
+    A file larger than `segment_split_bytes` is cut into byte ranges of that size (`split_segment`), so one
+    large segment does not keep a single core busy. There is at least one task per `segment_split_bytes` of
+    input and never more tasks than ranges; ranges are dealt to tasks largest first, so the ranges of a large
+    file go to different tasks. Each task streams its ranges in bounded windows. A file that cannot be opened or
+    read yields a row with entry_status `unreadable` (one per range) instead of failing the job.
     """
     discovery = discover_segments(roots, settings.ingest)
+    split_bytes = settings.ingest.segment_split_bytes
+    ranges = [piece for segment in discovery.segments for piece in split_segment(segment, split_bytes)]
     total_bytes = sum(segment.size for segment in discovery.segments)
-    tasks = min(
+    tasks = min(len(ranges), max(spark.sparkContext.defaultParallelism, math.ceil(total_bytes / split_bytes)))
+    log.info(
+        "decoding %d segment files (%d bytes) as %d byte ranges in %d tasks",
         len(discovery.segments),
-        max(spark.sparkContext.defaultParallelism, math.ceil(total_bytes / settings.ingest.segment_split_bytes)),
+        total_bytes,
+        len(ranges),
+        tasks,
     )
-    log.info("decoding %d segment files (%d bytes) in %d tasks", len(discovery.segments), total_bytes, tasks)
-    descriptors = spark.createDataFrame([astuple(segment) for segment in discovery.segments], SEGMENT_DESCRIPTOR)
-    return descriptors.repartition(tasks).mapInArrow(decode_descriptors, BATCHES)
+    ranges.sort(key=lambda piece: _range_end(piece) - piece.start, reverse=True)
+    tasks_ranges = [[astuple(piece) for piece in ranges[task::tasks]] for task in range(tasks)]
+    rows = spark.sparkContext.parallelize(tasks_ranges, tasks).flatMap(lambda task_ranges: task_ranges)
+    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(decode_descriptors, BATCHES)
+
+
+def split_segment(segment: SegmentFile, split_bytes: int) -> list[SegmentFile]:
+    """The segment as byte ranges of `split_bytes`; the last one runs to the end of the file.
+
+    A range does not need to start on an entry: its task walks the entry chain from the start of the file to its
+    first entry (`kafka_format.next_entry_start`), so the ranges decode exactly what one pass over the file does.
+    The `.index` file is not used for this: its positions are batch starts, but an entry the broker cannot
+    iterate past may lie before them, and then a decode starting there would report entries that a pass over
+    the file never reaches.
+    """
+    starts = range(0, segment.size, split_bytes) if segment.size > split_bytes else [0]
+    return [
+        replace(segment, start=start, end=start + split_bytes if start + split_bytes < segment.size else None)
+        for start in starts
+    ]
+
+
+def _range_end(segment: SegmentFile) -> int:
+    return segment.size if segment.end is None else segment.end
 
 
 def decode_descriptors(descriptor_batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -132,12 +166,20 @@ def decode_descriptors(descriptor_batches: Iterator[pa.RecordBatch]) -> Iterator
 
 
 def decode_file(segment: SegmentFile) -> Iterator[pa.RecordBatch]:
-    """Stream-decode one segment file; an I/O error ends it with one `unreadable` row at the failing position."""
-    resume_position = 0
+    """Stream-decode the entries that start in the segment's byte range.
+
+    An I/O error ends it with one `unreadable` row at the failing position.
+    """
+    resume_position = segment.start
     try:
         filesystem, path = resolve(segment.location)
         with filesystem.open_input_file(path) as source:
-            for table in iter_decoded(source.read, source.size()):
+            file_size = source.size()
+            first = next_entry_start(source.read_at, file_size, segment.start)
+            if first is None:
+                return
+            source.seek(first)
+            for table in iter_decoded(source.read, file_size, start=first, end=segment.end):
                 last = table.num_rows - 1
                 resume_position = table["position"][last].as_py() + table["size_bytes"][last].as_py()
                 yield from _with_provenance(table, segment).to_batches()
@@ -161,12 +203,13 @@ def _with_provenance(table: pa.Table, segment: SegmentFile) -> pa.Table:
 
 
 def _unreadable_row(segment: SegmentFile, position: int, exc: OSError) -> pa.Table:
+    """The bytes of the range that were not decoded, from `position` to the end of the range."""
     row = {name: None for name in DECODED_SCHEMA.names}
     row.update(
         entry_status=STATUS_UNREADABLE,
         entry_note=f"cannot read the file: {exc}",
         position=position,
-        size_bytes=max(segment.size - position, 0),
+        size_bytes=max(_range_end(segment) - position, 0),
     )
     return pa.Table.from_pylist([row], schema=DECODED_SCHEMA)
 

@@ -1,0 +1,291 @@
+"""Producer-state snapshot rules SNP-001..SNP-005 (spec §6.6): the broker's `<X>.snapshot` files against
+the state the replay reaches at offset X.
+
+A snapshot named X holds each producer's state after every batch below X (spec §1.4). The replay state at X
+is an aggregate over the producer's batches below X, so the snapshot entries (few) are broadcast to the
+batches of their producers and grouped per (partition, X, producer): no exchange of batches.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import finding
+from pipeline.audit.registry import rule
+from pipeline.audit.replay import TP
+
+SNAPSHOT_OK = "ok"
+
+SNAPSHOT_CORRUPT = rule(
+    "SNP-001",
+    "SNAPSHOT_CORRUPT",
+    "WARN",
+    "6.6",
+    "Snapshot file with a version other than 1, a CRC-32C mismatch, a truncated entry array or trailing bytes: "
+    "the broker deletes it and falls back to an older snapshot or a full rebuild.",
+)
+SNAPSHOT_STRAY = rule(
+    "SNP-002",
+    "SNAPSHOT_STRAY",
+    "INFO",
+    "6.6",
+    "Snapshot whose offset matches no segment base offset and is not above every one of them, or lies below "
+    "the log start (INFO); or lies above the log end (WARN). The broker removes such files at load. The log "
+    "start here is the first retained offset, so a snapshot exactly at it is not reported.",
+    also=("WARN",),
+)
+SNAPSHOT_DIVERGES = rule(
+    "SNP-003",
+    "SNAPSHOT_DIVERGES",
+    "ERROR",
+    "6.6",
+    "Replaying the log to the snapshot's offset gives a producer state different from the snapshot's: ERROR "
+    "for the epoch or the open transaction, WARN for last sequence, last offset, offset delta or coordinator "
+    "epoch. A producer the snapshot lacks may have expired (INFO); one the snapshot has whose data lies below "
+    "the log start is not compared.",
+    also=("WARN", "INFO"),
+)
+PHANTOM_OPEN_TXN = rule(
+    "SNP-004",
+    "PHANTOM_OPEN_TXN",
+    "ERROR",
+    "6.6",
+    "Snapshot entry with an open transaction starting at F (at or above the log start) while the log has no "
+    "transactional batch of that producer at F, or has its marker between F and the snapshot offset: the "
+    "broker would load a transaction that never closes and the LSO would stick.",
+)
+SNAPSHOT_OPEN_TXN_CLOSED_LATER = rule(
+    "SNP-005",
+    "SNAPSHOT_OPEN_TXN_CLOSED_LATER",
+    "INFO",
+    "6.6",
+    "Snapshot with an open transaction that the log closes with a marker after the snapshot offset (normal).",
+)
+
+_COMPARED = ("producer_epoch", "last_sequence", "last_offset", "offset_delta", "coordinator_epoch")
+
+
+def audited_snapshots(snapshots: DataFrame, replicas: DataFrame) -> DataFrame:
+    """Snapshot rows of the audited replica of each partition, KRaft logs excluded by the replica list."""
+    return snapshots.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1))).join(
+        replicas.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner"
+    )
+
+
+def file_checks(snapshots: DataFrame, prepared: DataFrame, offsets: DataFrame) -> tuple[DataFrame, list[Column]]:
+    """SNP-001 and SNP-002, one row per snapshot file."""
+    bases = prepared.groupBy(*TP).agg(
+        F.collect_set("segment_base_offset").alias("segment_bases"),
+        F.max("segment_base_offset").alias("last_segment_base"),
+    )
+    files = (
+        snapshots.groupBy(*TP, "broker_id", "source_file", "snapshot_offset")
+        .agg(
+            F.min_by("file_status", F.col("file_status") == SNAPSHOT_OK).alias("file_status"),
+            F.first("file_note", ignorenulls=True).alias("file_note"),
+        )
+        .join(bases, on=TP, how="inner")
+        .join(offsets.select(*TP, "log_start_offset", "log_end_offset"), on=TP, how="inner")
+        .withColumns(
+            {
+                "producer_id": F.lit(None).cast("long"),
+                "producer_epoch": F.lit(None).cast("int"),
+                "base_offset": F.col("snapshot_offset"),
+                "last_offset": F.col("snapshot_offset"),
+                "position": F.lit(None).cast("long"),
+            }
+        )
+    )
+    below_bases = ~F.array_contains("segment_bases", F.col("snapshot_offset")) & (
+        F.col("snapshot_offset") <= F.col("last_segment_base")
+    )
+    beyond_end = F.col("snapshot_offset") > F.col("log_end_offset")
+    stray = below_bases | (F.col("snapshot_offset") < F.col("log_start_offset")) | beyond_end
+    return files, [
+        finding(
+            SNAPSHOT_CORRUPT,
+            F.col("file_status") != SNAPSHOT_OK,
+            F.format_string("snapshot %d is %s", F.col("snapshot_offset"), F.col("file_status")),
+            {"file_status": F.col("file_status"), "note": F.col("file_note")},
+        ),
+        finding(
+            SNAPSHOT_STRAY,
+            stray,
+            F.format_string(
+                "snapshot %d outside the log (start %d, end %d, last segment base %d)",
+                F.col("snapshot_offset"),
+                F.col("log_start_offset"),
+                F.col("log_end_offset"),
+                F.col("last_segment_base"),
+            ),
+            {"log_start_offset": F.col("log_start_offset"), "log_end_offset": F.col("log_end_offset")},
+            severity=F.when(beyond_end, F.lit("WARN")).otherwise(F.lit("INFO")),
+        ),
+    ]
+
+
+def _replay_state_at_snapshot(entries: DataFrame, replayed: DataFrame) -> DataFrame:
+    """Per snapshot entry, the replay's state of its producer from the batches below the snapshot offset."""
+    snapshot_keys = entries.select(*TP, "producer_id", "snapshot_offset", "current_txn_first_offset").distinct()
+    rows = replayed.join(F.broadcast(snapshot_keys), on=[*TP, "producer_id"], how="inner")
+    below = F.col("base_offset") < F.col("snapshot_offset")
+    accepted_data = below & F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
+    marker_below = below & F.col("is_marker")
+    order = F.col("base_offset")
+
+    def last_of(condition: Column, value: Column) -> Column:
+        return F.max_by(F.when(condition, value), F.when(condition, order))
+
+    open_after_row = (
+        F.when(F.col("is_marker"), F.lit(None).cast("long"))
+        .when(F.col("is_data") & F.col("is_transactional"), F.coalesce(F.col("txn_first_offset"), order))
+        .otherwise(F.col("txn_first_offset"))
+    )
+    txn_start = F.col("current_txn_first_offset")
+    return rows.groupBy(*TP, "producer_id", "snapshot_offset").agg(
+        F.count(F.when(below, 1)).alias("replayed_batches"),
+        F.max(F.when(below, F.col("producer_epoch"))).alias("replay_producer_epoch"),
+        # the snapshot file's "none" values: no data batch -1 / -1 / 0, no marker -1
+        F.coalesce(last_of(accepted_data, F.col("last_sequence")), F.lit(-1)).alias("replay_last_sequence"),
+        F.coalesce(last_of(accepted_data, F.col("last_offset")), F.lit(-1)).alias("replay_last_offset"),
+        F.coalesce(last_of(accepted_data, F.col("last_offset") - F.col("base_offset")), F.lit(0))
+        .cast("int")
+        .alias("replay_offset_delta"),
+        F.coalesce(last_of(marker_below, F.col("coordinator_epoch")), F.lit(-1)).alias("replay_coordinator_epoch"),
+        last_of(below, open_after_row).alias("replay_current_txn_first_offset"),
+        F.max((F.col("base_offset") == txn_start) & F.col("is_data") & F.col("is_transactional")).alias(
+            "txn_starts_at_f"
+        ),
+        F.max(F.col("is_marker") & (order >= txn_start) & below).alias("marker_between_f_and_x"),
+        F.max(F.col("is_marker") & (order >= F.col("snapshot_offset"))).alias("marker_after_x"),
+    )
+
+
+def state_checks(snapshots: DataFrame, replayed: DataFrame, offsets: DataFrame) -> tuple[DataFrame, list[Column]]:
+    """SNP-003/004/005 per (snapshot, producer), over both the snapshot's and the replay's producers."""
+    entries = snapshots.where((F.col("file_status") == SNAPSHOT_OK) & F.col("producer_id").isNotNull())
+    replay_at_x = _replay_state_at_snapshot(entries, replayed)
+    pids_before = (
+        replayed.join(F.broadcast(entries.select(*TP, "snapshot_offset").distinct()), on=TP, how="inner")
+        .where(F.col("base_offset") < F.col("snapshot_offset"))
+        .select(*TP, "snapshot_offset", "producer_id")
+        .distinct()
+    )
+    snapshot_side = entries.select(
+        *TP,
+        "snapshot_offset",
+        "producer_id",
+        "source_file",
+        "broker_id",
+        *[F.col(c).alias(f"snap_{c}") for c in (*_COMPARED, "current_txn_first_offset")],
+        F.lit(True).alias("in_snapshot"),
+    )
+    files = entries.select(
+        *TP, "snapshot_offset", F.col("source_file").alias("file"), F.col("broker_id").alias("file_broker")
+    ).distinct()
+    compared = (
+        snapshot_side.join(replay_at_x, on=[*TP, "snapshot_offset", "producer_id"], how="left")
+        .unionByName(
+            pids_before.join(
+                snapshot_side.select(*TP, "snapshot_offset", "producer_id"),
+                on=[*TP, "snapshot_offset", "producer_id"],
+                how="left_anti",
+            )
+            .join(files, on=[*TP, "snapshot_offset"], how="inner")
+            .select(
+                *TP,
+                "snapshot_offset",
+                "producer_id",
+                F.col("file").alias("source_file"),
+                F.col("file_broker").alias("broker_id"),
+            ),
+            allowMissingColumns=True,
+        )
+        .join(offsets.select(*TP, "log_start_offset"), on=TP, how="inner")
+        .withColumns(
+            {
+                "producer_epoch": F.coalesce("snap_producer_epoch", "replay_producer_epoch"),
+                "base_offset": F.col("snapshot_offset"),
+                "last_offset": F.col("snapshot_offset"),
+                "position": F.lit(None).cast("long"),
+                "in_snapshot": F.coalesce("in_snapshot", F.lit(False)),
+            }
+        )
+    )
+    in_replay = F.coalesce(F.col("replayed_batches"), F.lit(0)) > 0
+    differs = {c: ~F.col(f"snap_{c}").eqNullSafe(F.col(f"replay_{c}")) for c in _COMPARED}
+    differs["current_txn_first_offset"] = ~F.col("snap_current_txn_first_offset").eqNullSafe(
+        F.col("replay_current_txn_first_offset")
+    )
+    serious = differs["producer_epoch"] | differs["current_txn_first_offset"]
+    any_difference = serious
+    for name in _COMPARED:
+        any_difference = any_difference | differs[name]
+    deleted_history = F.col("snap_last_offset") < F.col("log_start_offset")
+    evidence = {f"snapshot_{c}": F.col(f"snap_{c}") for c in (*_COMPARED, "current_txn_first_offset")} | {
+        f"replay_{c}": F.col(f"replay_{c}") for c in (*_COMPARED, "current_txn_first_offset")
+    }
+    differing = F.concat_ws(", ", *[F.when(differs[c], F.lit(c)) for c in (*_COMPARED, "current_txn_first_offset")])
+    open_txn = F.col("snap_current_txn_first_offset")
+    return compared, [
+        finding(
+            SNAPSHOT_DIVERGES,
+            (F.col("in_snapshot") & in_replay & any_difference)
+            | (~F.col("in_snapshot") & in_replay)
+            | (F.col("in_snapshot") & ~in_replay & ~deleted_history),
+            F.when(
+                ~F.col("in_snapshot"),
+                F.format_string(
+                    "producer %d is missing from snapshot %d", F.col("producer_id"), F.col("snapshot_offset")
+                ),
+            )
+            .when(
+                ~in_replay,
+                F.format_string(
+                    "snapshot %d has producer %d, the log below it has none of its batches",
+                    F.col("snapshot_offset"),
+                    F.col("producer_id"),
+                ),
+            )
+            .otherwise(
+                F.format_string(
+                    "snapshot %d differs from the replay for producer %d in %s",
+                    F.col("snapshot_offset"),
+                    F.col("producer_id"),
+                    differing,
+                )
+            ),
+            evidence,
+            severity=F.when(~F.col("in_snapshot"), F.lit("INFO"))
+            .when(in_replay & ~serious, F.lit("WARN"))
+            .otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            PHANTOM_OPEN_TXN,
+            F.col("in_snapshot")
+            & open_txn.isNotNull()
+            & (open_txn >= F.col("log_start_offset"))
+            & (
+                ~F.coalesce(F.col("txn_starts_at_f"), F.lit(False))
+                | F.coalesce(F.col("marker_between_f_and_x"), F.lit(False))
+            ),
+            F.format_string(
+                "snapshot %d holds an open transaction of producer %d from offset %d that the log does not",
+                F.col("snapshot_offset"),
+                F.col("producer_id"),
+                open_txn,
+            ),
+            evidence,
+        ),
+        finding(
+            SNAPSHOT_OPEN_TXN_CLOSED_LATER,
+            F.col("in_snapshot") & open_txn.isNotNull() & F.coalesce(F.col("marker_after_x"), F.lit(False)),
+            F.format_string(
+                "transaction of producer %d open at snapshot %d is closed later",
+                F.col("producer_id"),
+                F.col("snapshot_offset"),
+            ),
+            evidence,
+        ),
+    ]
