@@ -3,6 +3,8 @@
 `kind` is the file name. The audit needs `log-start-offset-checkpoint` (log start offset) and
 `replication-offset-checkpoint` (high watermark) to reproduce the LSO; the other two are kept for reference.
 A file the broker could not read gives rows with null topic, partition and offset and a `problem`.
+The table is partitioned by topic like the others, so re-ingesting a topic replaces its rows; rows without a
+topic (an unreadable file) are not kept in the table.
 """
 
 from pyspark.sql import types as T
@@ -25,4 +27,4 @@ CHECKPOINTS = T.StructType(
     ]
 )
 
-CHECKPOINTS_PARTITION_BY = ["kind"]
+CHECKPOINTS_PARTITION_BY = ["topic"]
