@@ -32,7 +32,6 @@ class DeltaSettings(_Strict):
 class IngestSettings(_Strict):
     skip_dir_suffixes: list[str] = Field(default_factory=lambda: ["-delete", "-future", "-stray"])
     segment_split_bytes: int = 128 * 1024 * 1024
-    replica_choice: Literal["leader_epoch", "broker_id"] = "leader_epoch"
 
 
 class AuditSettings(_Strict):
@@ -45,6 +44,7 @@ class AuditSettings(_Strict):
         default_factory=lambda: ["__consumer_offsets", "__transaction_state", "__share_group_state"]
     )
     kraft_topics: list[str] = Field(default_factory=lambda: ["__cluster_metadata"])
+    replica_choice: Literal["leader_epoch", "broker_id"] = "leader_epoch"
 
     def broker_older_than(self, version: str) -> bool:
         """Whether the configured broker version is below `version`; unknown means a current broker."""

@@ -54,7 +54,7 @@ def prepare_batches(batches: DataFrame, settings: AuditSettings) -> DataFrame:
         .withColumn("is_compacted", topic_matches(settings.compacted_topics))
         .withColumn("is_coordinator_topic", topic_matches(settings.coordinator_topics))
         .withColumn("is_kraft_topic", topic_matches(settings.kraft_topics))
-        .transform(choose_replica)
+        .transform(lambda df: choose_replica(df, settings.replica_choice))
         .withColumn("partition_max_timestamp", F.max("max_timestamp").over(Window.partitionBy(*TP)))
     )
 
@@ -64,19 +64,25 @@ def _glob_to_like(pattern: str) -> str:
     return escaped.replace("*", "%").replace("?", "_")
 
 
-def choose_replica(df: DataFrame) -> DataFrame:
-    """Keep one replica per partition: highest leader epoch, then longest log, then lowest broker id.
+def choose_replica(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
+    """Keep one replica per partition (config `audit.replica_choice`).
 
-    Replicas of one partition can differ (followers copy what the leader wrote, but truncation and
-    unclean elections happen); auditing two copies at once would report every batch twice.
+    `leader_epoch`: highest leader epoch, then longest log, then lowest broker id, i.e. the replica that saw
+    the newest leader. `broker_id`: the lowest broker id. Replicas of one partition can differ (followers copy
+    what the leader wrote, but truncation and unclean elections happen); auditing two copies at once would
+    report every batch twice.
     """
     per_broker = Window.partitionBy(*TP, "broker_id")
     per_partition = Window.partitionBy(*TP)
-    rank = F.struct(
-        F.max("partition_leader_epoch").over(per_broker).alias("epoch"),
-        F.max("last_offset").over(per_broker).alias("end"),
-        (-F.col("broker_id")).alias("broker"),
-    )
+    lowest_broker = (-F.col("broker_id")).alias("broker")
+    if rule == "broker_id":
+        rank = F.struct(lowest_broker)
+    else:
+        rank = F.struct(
+            F.max("partition_leader_epoch").over(per_broker).alias("epoch"),
+            F.max("last_offset").over(per_broker).alias("end"),
+            lowest_broker,
+        )
     return (
         df.withColumn("_replica_rank", rank)
         .withColumn("_best_rank", F.max("_replica_rank").over(per_partition))

@@ -1,0 +1,24 @@
+"""One replica per partition is audited, chosen by `audit.replica_choice`."""
+
+import pytest
+
+from logbuilder import PartitionLog
+from pipeline.audit.replay import choose_replica
+from schemas.batches import BATCHES
+
+
+@pytest.fixture(scope="module")
+def two_replicas(spark):
+    follower = PartitionLog(broker_id=0, leader_epoch=3)
+    for seq in range(3):
+        follower.data(1, 0, seq, 1)
+    newer_leader = PartitionLog(broker_id=1, leader_epoch=4)
+    for seq in range(2):
+        newer_leader.data(1, 0, seq, 1)
+    return spark.createDataFrame(follower.rows + newer_leader.rows, BATCHES)
+
+
+@pytest.mark.parametrize(("rule", "broker"), [("leader_epoch", 1), ("broker_id", 0)])
+def test_one_replica_is_kept(two_replicas, rule, broker):
+    kept = {row.broker_id for row in choose_replica(two_replicas, rule).select("broker_id").collect()}
+    assert kept == {broker}
