@@ -1,4 +1,9 @@
-"""`partition_summary`: one row per topic partition: offsets, stability and counts by severity and rule."""
+"""`partition_summary`: one row per topic partition: offsets, stability and counts by severity and rule.
+
+`read_uncommitted_records` counts the data records a read_uncommitted consumer gets (everything below the
+high watermark, here the log end); `read_committed_records` those a read_committed consumer gets: data
+records of batches ending below the LSO, less the records of aborted transactions that start below it.
+"""
 
 from pyspark.sql import types as T
 
@@ -19,6 +24,8 @@ PARTITION_SUMMARY = T.StructType(
         T.StructField("committed_transactions", T.LongType(), False),
         T.StructField("aborted_transactions", T.LongType(), False),
         T.StructField("aborted_records", T.LongType(), False),
+        T.StructField("read_uncommitted_records", T.LongType(), False),
+        T.StructField("read_committed_records", T.LongType(), False),
         T.StructField("findings_by_severity", T.MapType(T.StringType(), T.LongType()), True),
         T.StructField("findings_by_rule", T.MapType(T.StringType(), T.LongType()), True),
         T.StructField("broker_id", T.IntegerType(), True),

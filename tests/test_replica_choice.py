@@ -1,8 +1,8 @@
 """One replica per partition is audited, chosen by `audit.replica_choice`."""
 
 import pytest
-
 from logbuilder import PartitionLog
+
 from pipeline.audit.replay import choose_replica
 from schemas.batches import BATCHES
 

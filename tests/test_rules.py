@@ -429,8 +429,10 @@ def audited(spark):
     by_topic: dict[str, list] = {}
     for row in result.findings.collect():
         by_topic.setdefault(row.topic, []).append(row)
+    summaries = {row.topic: row for row in result.partition_summary.collect()}
     result.release()
-    return {key: by_topic.get(topic, []) for key, topic in topics.items()}
+    findings = {key: by_topic.get(topic, []) for key, topic in topics.items()}
+    return findings | {("summary", *key): summaries[topic] for key, topic in topics.items()}
 
 
 def test_every_registered_rule_has_a_scenario():
@@ -471,3 +473,16 @@ def test_clean_transactional_logs_leave_only_informational_findings(audited):
 def test_hanging_transaction_carries_abort_command(audited):
     hanging = next(f for f in audited["LSO-002", False] if f.rule_code == "LSO-002")
     assert hanging.evidence["abort_command"].endswith(f"--topic {hanging.topic} --partition 0 --start-offset 0")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "uncommitted", "committed"),
+    [
+        (("IDX-004", True), 2, 1),  # one aborted record of two, nothing open
+        (("LSO-001", False), 1, 0),  # an open transaction at the start holds everything back
+        (("SEQ-004", False), 9, 9),  # idempotent data only: a duplicate is visible to both
+    ],
+)
+def test_visible_record_counts(audited, scenario, uncommitted, committed):
+    summary = audited["summary", *scenario]
+    assert (summary.read_uncommitted_records, summary.read_committed_records) == (uncommitted, committed)

@@ -137,11 +137,33 @@ def partition_offsets(prepared: DataFrame, transactions: DataFrame, open_txns: D
         F.count(F.when(F.col("is_hanging"), 1)).alias("hanging_transactions"),
         F.min("first_offset").alias("open_first_offset"),
     )
-    first_unstable = F.greatest(F.col("open_first_offset"), F.col("log_start_offset"))
+    # greatest() skips nulls: without an open transaction there is no first unstable offset at all
+    first_unstable = F.when(
+        F.col("open_first_offset").isNotNull(), F.greatest(F.col("open_first_offset"), F.col("log_start_offset"))
+    )
     counts = ("open_transactions", "hanging_transactions", "committed_transactions", "aborted_transactions")
+    stable = logs.join(unstable, on=TP, how="left").select(
+        *TP, F.coalesce(first_unstable, F.col("log_end_offset")).alias("lso")
+    )
+    committed_view = (
+        prepared.where(data)
+        .join(stable, on=TP, how="inner")
+        .where(F.col("last_offset") < F.col("lso"))
+        .groupBy(*TP)
+        .agg(F.sum("record_count").alias("records_below_lso"))
+    )
+    aborted_below = (
+        transactions.where(F.col("outcome") == OUTCOME_ABORTED)
+        .join(stable, on=TP, how="inner")
+        .where(F.col("first_offset") < F.col("lso"))
+        .groupBy(*TP)
+        .agg(F.sum("record_count").alias("aborted_below_lso"))
+    )
     return (
         logs.join(outcomes, on=TP, how="left")
         .join(unstable, on=TP, how="left")
+        .join(committed_view, on=TP, how="left")
+        .join(aborted_below, on=TP, how="left")
         .select(
             *TP,
             "log_start_offset",
@@ -153,6 +175,10 @@ def partition_offsets(prepared: DataFrame, transactions: DataFrame, open_txns: D
             "producer_count",
             *[F.coalesce(F.col(name), F.lit(0)).cast("long").alias(name) for name in counts],
             F.coalesce(F.col("aborted_records"), F.lit(0)).cast("long").alias("aborted_records"),
+            F.col("record_count").alias("read_uncommitted_records"),
+            (F.coalesce(F.col("records_below_lso"), F.lit(0)) - F.coalesce(F.col("aborted_below_lso"), F.lit(0)))
+            .cast("long")
+            .alias("read_committed_records"),
             "broker_id",
         )
     )
