@@ -38,6 +38,7 @@ class PartitionLog:
     index_rows: list[dict] = field(default_factory=list)
     snapshot_rows: list[dict] = field(default_factory=list)
     problem_rows: list[dict] = field(default_factory=list)
+    checkpoint_rows: list[dict] = field(default_factory=list)
     open_txns: dict[int, int] = field(default_factory=dict)
 
     def _row(self, **values) -> dict:
@@ -193,6 +194,19 @@ class PartitionLog:
         }
         assert set(row) == set(FILE_PROBLEMS.fieldNames())
         self.problem_rows.append(row)
+        return row
+
+    def log_start_checkpoint(self, offset: int) -> dict:
+        row = {
+            "kind": "log-start-offset-checkpoint",
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": offset,
+            "problem": None,
+            "source_file": "log-start-offset-checkpoint",
+            "broker_id": self.broker_id,
+        }
+        self.checkpoint_rows.append(row)
         return row
 
     def skip(self, offsets: int) -> None:

@@ -12,6 +12,7 @@ from pipeline.audit.engine import run_audit
 from pipeline.audit.registry import RULES
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_TOO_SMALL, STATUS_TRUNCATED
+from schemas.checkpoints import CHECKPOINTS
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.txn_index import TXN_INDEX
@@ -162,6 +163,12 @@ def lso_001(log, miss):
 def lso_002(log, miss):
     log.data(1, 0, 0, 1, txn=True)
     log.data(2, 0, 0, 1, at=log.clock + (5 if miss else 30) * MINUTE_MS)
+
+
+def lso_003(log, miss):
+    log.data(1, 0, 0, 2, txn=True)
+    log.data(2, 0, 0, 1)
+    log.log_start_checkpoint(0 if miss else 1)
 
 
 def lso_004(log, miss):
@@ -369,6 +376,7 @@ SCENARIOS = {
     "TXN-007": (txn_007, "WARN"),
     "LSO-001": (lso_001, "INFO"),
     "LSO-002": (lso_002, "ERROR"),
+    "LSO-003": (lso_003, "WARN"),
     "LSO-004": (lso_004, "WARN"),
     "IDX-001": (idx_001, "CRITICAL"),
     "IDX-002": (idx_002, "CRITICAL"),
@@ -407,7 +415,7 @@ SCENARIOS = {
 @pytest.fixture(scope="module")
 def audited(spark):
     """Findings per (code, near miss), from one audit over every scenario log."""
-    rows, index_rows, snapshot_rows, problem_rows, topics = [], [], [], [], {}
+    rows, index_rows, snapshot_rows, problem_rows, checkpoint_rows, topics = [], [], [], [], [], {}
     for code, (build, _) in SCENARIOS.items():
         for miss in (False, True):
             log = PartitionLog(topic=f"{code.lower()}-{'miss' if miss else 'fire'}", clock=T0)
@@ -416,6 +424,7 @@ def audited(spark):
             index_rows.extend(log.index_rows)
             snapshot_rows.extend(log.snapshot_rows)
             problem_rows.extend(log.problem_rows)
+            checkpoint_rows.extend(log.checkpoint_rows)
             topics[code, miss] = log.topic
     settings = AuditSettings(compacted_topics=["compacted-*"])
     result = run_audit(
@@ -425,6 +434,7 @@ def audited(spark):
         txn_index=spark.createDataFrame(index_rows, TXN_INDEX),
         producer_snapshots=spark.createDataFrame(snapshot_rows, PRODUCER_SNAPSHOTS),
         file_problems=spark.createDataFrame(problem_rows, FILE_PROBLEMS),
+        checkpoints=spark.createDataFrame(checkpoint_rows, CHECKPOINTS),
     )
     by_topic: dict[str, list] = {}
     for row in result.findings.collect():

@@ -90,16 +90,23 @@ def run_audit(
     txn_index: DataFrame | None = None,
     producer_snapshots: DataFrame | None = None,
     file_problems: DataFrame | None = None,
+    checkpoints: DataFrame | None = None,
 ) -> AuditResult:
-    """Audit `batches`. The `.txnindex` entries, producer-state snapshots and file problems of the same log
-    dirs, when given, are checked against the replay too (IDX, SNP, SEG and LEP rules)."""
+    """Audit `batches`. The `.txnindex` entries, producer-state snapshots, file problems and offset
+    checkpoints of the same log dirs, when given, are checked against the replay too (IDX, SNP, SEG, LEP
+    rules and LSO-003)."""
     prepared = prepare_batches(batches, settings).persist(StorageLevel.MEMORY_AND_DISK)
     replayed = with_producer_state(producer_rows(prepared), settings).persist(StorageLevel.MEMORY_AND_DISK)
 
     row_checks = [*sequences.row_checks(settings), *epochs.row_checks(settings), *transactions.row_checks(settings)]
     txns = transactions.build_transactions(replayed)
-    open_txns = visibility.open_transactions(txns, prepared, settings, reference_time_ms)
-    offsets = visibility.partition_offsets(prepared, txns, open_txns)
+    log_starts = (
+        None
+        if checkpoints is None
+        else visibility.checkpoint_log_starts(checkpoints, txnindex.audited_replicas(prepared))
+    )
+    open_txns = visibility.open_transactions(txns, prepared, settings, reference_time_ms, log_starts)
+    offsets = visibility.partition_offsets(prepared, txns, open_txns, log_starts)
 
     findings = (
         explode_findings(replayed, row_checks)

@@ -15,6 +15,7 @@ from pipeline.audit.registry import rule
 from pipeline.audit.replay import TP
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_LEGACY, STATUS_OK
+from schemas.checkpoints import LOG_START_OFFSET
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_OPEN
 
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000  # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
@@ -36,6 +37,15 @@ LATE_OR_HANGING_TXN = rule(
     "the reference time: a healthy coordinator would have aborted it, so the LSO is stuck. The evidence "
     "holds the kafka-transactions.sh command that aborts it.",
 )
+OPEN_TXN_BELOW_LOG_START = rule(
+    "LSO-003",
+    "OPEN_TXN_BELOW_LOG_START",
+    "WARN",
+    "6.5",
+    "Open transaction that starts below the log start offset of log-start-offset-checkpoint (records deleted "
+    "by retention or DeleteRecords): the LSO is clamped to the log start and the transaction's beginning is "
+    "gone. Needs the log dir's checkpoint files.",
+)
 COMPACTION_BLOCKED = rule(
     "LSO-004",
     "COMPACTION_BLOCKED",
@@ -53,13 +63,21 @@ def _reference_time(reference_time_ms: int | None) -> Column:
 
 
 def open_transactions(
-    transactions: DataFrame, prepared: DataFrame, settings: AuditSettings, reference_time_ms: int | None
+    transactions: DataFrame,
+    prepared: DataFrame,
+    settings: AuditSettings,
+    reference_time_ms: int | None,
+    checkpoint_log_starts: DataFrame | None = None,
 ) -> DataFrame:
-    """Open transactions with their reference time and whether they hang."""
+    """Open transactions with their reference time, whether they hang, and the checkpointed log start."""
     partition_facts = prepared.groupBy(*TP).agg(
         F.max("partition_max_timestamp").alias("partition_max_timestamp"),
         F.max("is_compacted").alias("is_compacted"),
     )
+    if checkpoint_log_starts is not None:
+        partition_facts = partition_facts.join(checkpoint_log_starts, on=TP, how="left")
+    else:
+        partition_facts = partition_facts.withColumn("checkpoint_log_start", F.lit(None).cast("long"))
     limit = settings.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
     return (
         transactions.where(F.col("outcome") == OUTCOME_OPEN)
@@ -86,6 +104,17 @@ def transaction_findings(open_txns: DataFrame, settings: AuditSettings) -> list[
     }
     return [
         finding(
+            OPEN_TXN_BELOW_LOG_START,
+            F.col("base_offset") < F.col("checkpoint_log_start"),
+            F.format_string(
+                "transaction of producer %d open since offset %d, below the log start offset %d",
+                F.col("producer_id"),
+                F.col("base_offset"),
+                F.col("checkpoint_log_start"),
+            ),
+            {"start_offset": F.col("base_offset"), "log_start_offset": F.col("checkpoint_log_start")},
+        ),
+        finding(
             LATE_OR_HANGING_TXN,
             F.col("is_hanging"),
             F.format_string(
@@ -105,6 +134,17 @@ def transaction_findings(open_txns: DataFrame, settings: AuditSettings) -> list[
     ]
 
 
+def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFrame:
+    """The log start offset of each audited replica's partitions, from log-start-offset-checkpoint."""
+    return (
+        checkpoints.where((F.col("kind") == LOG_START_OFFSET) & F.col("offset").isNotNull())
+        .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+        .join(replicas.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner")
+        .groupBy(*TP)
+        .agg(F.max("offset").alias("checkpoint_log_start"))
+    )
+
+
 def as_finding_rows(open_txns: DataFrame) -> DataFrame:
     """Give transaction rows the location columns every finding carries."""
     return open_txns.select(
@@ -115,12 +155,21 @@ def as_finding_rows(open_txns: DataFrame) -> DataFrame:
     ).drop("first_offset")
 
 
-def partition_offsets(prepared: DataFrame, transactions: DataFrame, open_txns: DataFrame) -> DataFrame:
-    """Per partition: log start/end, first unstable offset, LSO and transaction counts."""
+def partition_offsets(
+    prepared: DataFrame,
+    transactions: DataFrame,
+    open_txns: DataFrame,
+    checkpoint_log_starts: DataFrame | None = None,
+) -> DataFrame:
+    """Per partition: log start/end, first unstable offset, LSO and transaction counts.
+
+    The log start is the first retained offset, or the checkpointed one when it is higher (DeleteRecords
+    moves it inside a segment).
+    """
     readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
     data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))
     logs = prepared.groupBy(*TP).agg(
-        F.min(F.when(readable, F.col("base_offset"))).alias("log_start_offset"),
+        F.min(F.when(readable, F.col("base_offset"))).alias("first_retained_offset"),
         (F.max(F.when(readable, F.col("last_offset"))) + 1).alias("log_end_offset"),
         F.count(F.when(readable, F.lit(1))).alias("batch_count"),
         F.coalesce(F.sum(F.when(data, F.col("record_count"))), F.lit(0)).cast("long").alias("record_count"),
@@ -131,6 +180,13 @@ def partition_offsets(prepared: DataFrame, transactions: DataFrame, open_txns: D
         F.count(F.when(F.col("outcome") == OUTCOME_COMMITTED, 1)).alias("committed_transactions"),
         F.count(F.when(F.col("outcome") == OUTCOME_ABORTED, 1)).alias("aborted_transactions"),
         F.sum(F.when(F.col("outcome") == OUTCOME_ABORTED, F.col("record_count"))).alias("aborted_records"),
+    )
+    if checkpoint_log_starts is not None:
+        logs = logs.join(checkpoint_log_starts, on=TP, how="left")
+    else:
+        logs = logs.withColumn("checkpoint_log_start", F.lit(None).cast("long"))
+    logs = logs.withColumn(
+        "log_start_offset", F.greatest(F.col("first_retained_offset"), F.col("checkpoint_log_start"))
     )
     unstable = open_txns.groupBy(*TP).agg(
         F.count(F.lit(1)).alias("open_transactions"),
