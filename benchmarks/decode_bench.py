@@ -1,11 +1,14 @@
 """Header decode throughput on a segment of small batches: plain read, this decoder, kafka-python's reader.
 
-    python benchmarks/decode_bench.py [--batches 500000] [--repeats 5] [--profile]
+    python benchmarks/decode_bench.py [--batches 500000] [--repeats 5] [--values random|text] [--value-bytes 48]
+                                      [--profile]
 
-Writes a segment of small v2 batches (1-3 records of 8-48 bytes, 200 producers, some transactional, 3% commit
-or abort markers) to a temporary directory, then times each reader over the same bytes with the page cache
-warm. Rates are batches per second of CPU time of this single-threaded process (so per core) and of wall time;
-the median of the repeats is reported. `--profile` adds where `decode_segment` spends its time.
+Writes a segment of small v2 batches (1-3 records of 8 to `--value-bytes` bytes, 200 producers, some
+transactional, 3% commit or abort markers) to a temporary directory, then times each reader over the same bytes
+with the page cache warm. Record values are random bytes (like compressed or binary data, where header
+look-alikes are common) or short text. Rates are batches per second of CPU time of this single-threaded process
+(so per core) and of wall time; the median of the repeats is reported. `--profile` adds where `decode_segment`
+spends its time.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ DISTINCT_BATCHES = 4096
 PRODUCERS = 200
 
 
-def build_segment(batches: int, seed: int = 1) -> bytes:
+def build_segment(batches: int, text_values: bool = False, value_bytes: int = 48, seed: int = 1) -> bytes:
     """`batches` batches at consecutive offsets, tiled from a pool of distinct ones.
 
     Encoding every batch in Python would take longer than the benchmark, so a pool is encoded once and repeated,
@@ -47,7 +50,11 @@ def build_segment(batches: int, seed: int = 1) -> bytes:
             pool.append(encode_marker(0, 1000 + producer, 0, rng.random() < 0.9, 5, 1_767_225_600_000))
             counts.append(1)
             continue
-        values = [rng.randbytes(rng.randint(8, 48)) for _ in range(rng.randint(1, 3))]
+        lengths = [rng.randint(8, value_bytes) for _ in range(rng.randint(1, 3))]
+        if text_values:
+            values = [f"order-{rng.randrange(10**9):09d}-{'x' * length}"[:length].encode() for length in lengths]
+        else:
+            values = [rng.randbytes(length) for length in lengths]
         pool.append(
             encode_batch(0, values, 1000 + producer, 0, sequences[producer], is_transactional=rng.random() < 0.2)
         )
@@ -131,14 +138,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=500_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--values", choices=["random", "text"], default="random", help="record values")
+    parser.add_argument("--value-bytes", type=int, default=48, help="largest record value")
     parser.add_argument("--profile", action="store_true", help="print where decode_segment spends its time")
     args = parser.parse_args()
 
-    data = build_segment(args.batches)
+    data = build_segment(args.batches, text_values=args.values == "text", value_bytes=args.value_bytes)
     assert decode_segment(data).column("crc_valid").to_pylist() == [True] * args.batches
     assert kafka_python_headers(data, validate_crc=True) == args.batches
     print(machine())
-    print(f"segment: {args.batches} batches, {len(data) / 1e6:.1f} MB, {len(data) / args.batches:.0f} bytes per batch")
+    print(
+        f"segment: {args.batches} batches, {len(data) / 1e6:.1f} MB, {len(data) / args.batches:.0f} bytes per batch,"
+        f" {args.values} values"
+    )
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "00000000000000000000.log"

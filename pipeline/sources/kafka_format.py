@@ -85,6 +85,7 @@ DECODED_SCHEMA = pa.schema(
 _NULL_ROW = dict.fromkeys(DECODED_SCHEMA.names)
 _EMPTY_REGISTER = 0xFFFFFFFF  # `crc32c(data, value)` with this value starts from, and returns it for, a zero register
 _CRC_RESTART = bytes.fromhex("54641f64")  # takes an all-zero register to all ones: crc32c(it, 0xFFFFFFFF) == 0
+_SHARED_CRC_CHECK_BYTES = 1024  # up to this mean batch size, one call for all CRCs beats one call per batch
 _SAMPLE_BYTES = 4096  # walked entry by entry to see whether entries are small
 _SMALL_ENTRY_BYTES = 128  # up to this mean size, numpy finds runs of v2 batches faster than the Python loop
 _RUN_BYTES = 1 << 20  # numpy finds runs in steps of this many bytes, and falls back when entries grow
@@ -491,10 +492,13 @@ def _v2_table(view, starts, ends, file_position: int) -> pa.Table:
 def _crc_matches(view, starts, ends, stored_crc) -> np.ndarray:
     """Whether the CRC-32C of each batch, attributes to end, equals its stored CRC.
 
-    A `crc32c` call costs more than hashing a small batch, so contiguous batches are first checked together with
-    one call; only a window where that check fails is checked batch by batch.
+    A `crc32c` call costs more than hashing a small batch, so contiguous small batches are first checked together
+    with one call; only a window where that check fails is checked batch by batch. Large batches are checked one
+    by one, since the shared check copies the bytes.
     """
-    if np.array_equal(starts[1:], ends[:-1]) and _all_crcs_match(view, starts, ends, stored_crc):
+    contiguous = np.array_equal(starts[1:], ends[:-1])
+    small = int(ends[-1] - starts[0]) <= len(starts) * _SHARED_CRC_CHECK_BYTES
+    if contiguous and small and _all_crcs_match(view, starts, ends, stored_crc):
         return np.ones(len(starts), dtype=bool)
     ranges = map(slice, (starts + CRC_START).tolist(), ends.tolist())
     computed = np.fromiter(map(crc32c, map(view.__getitem__, ranges)), dtype=np.int64, count=len(starts))
@@ -511,12 +515,11 @@ def _all_crcs_match(view, starts, ends, stored_crc) -> bool:
     as likely (2^-32) as one corrupted batch keeping a matching CRC.
     """
     first = int(starts[0])
-    chained = bytearray(view[first : int(ends[-1])])
+    chained = np.frombuffer(view, dtype=np.uint8)[first : int(ends[-1])].copy()
     prefixes = np.zeros((len(starts), CRC_START), dtype=np.uint8)
     prefixes[1:, :4] = (stored_crc[:-1] ^ 0xFFFFFFFF).astype("<u4").view(np.uint8).reshape(-1, 4)
     prefixes[:, -len(_CRC_RESTART) :] = np.frombuffer(_CRC_RESTART, dtype=np.uint8)
-    chained_bytes = np.frombuffer(chained, dtype=np.uint8)
-    np.lib.stride_tricks.sliding_window_view(chained_bytes, CRC_START, writeable=True)[starts - first] = prefixes
+    np.lib.stride_tricks.sliding_window_view(chained, CRC_START, writeable=True)[starts - first] = prefixes
     last_complement = (int(stored_crc[-1]) ^ 0xFFFFFFFF).to_bytes(4, "little")
     return crc32c(last_complement, crc32c(chained, _EMPTY_REGISTER)) == _EMPTY_REGISTER
 
