@@ -49,7 +49,8 @@ PARTITION_FILE_TABLES = (  # name (also the PartitionFiles attribute), schema, p
     ("checkpoints", schemas.CHECKPOINTS, schemas.CHECKPOINTS_PARTITION_BY),
     ("partition_metadata", schemas.PARTITION_METADATA, schemas.PARTITION_METADATA_PARTITION_BY),
 )
-AUDITED_FILE_TABLES = ("txn_index", "producer_snapshots", "file_problems", "checkpoints")  # what run_audit checks
+# the side tables run_audit checks against the replay
+AUDITED_FILE_TABLES = ("txn_index", "producer_snapshots", "file_problems", "checkpoints", "leader_epochs")
 
 
 @dataclass

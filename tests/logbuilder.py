@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from schemas.batches import BATCHES, STATUS_OK
 from schemas.file_problems import FILE_PROBLEMS
+from schemas.leader_epochs import LEADER_EPOCHS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.txn_index import TXN_INDEX
 
@@ -39,6 +40,7 @@ class PartitionLog:
     snapshot_rows: list[dict] = field(default_factory=list)
     problem_rows: list[dict] = field(default_factory=list)
     checkpoint_rows: list[dict] = field(default_factory=list)
+    leader_epoch_rows: list[dict] = field(default_factory=list)
     open_txns: dict[int, int] = field(default_factory=dict)
 
     def _row(self, **values) -> dict:
@@ -208,6 +210,25 @@ class PartitionLog:
         }
         self.checkpoint_rows.append(row)
         return row
+
+    def epoch_checkpoint(self, *entries: tuple[int, int]) -> list[dict]:
+        """The `leader-epoch-checkpoint` rows of (epoch, start offset) entries, in file order."""
+        rows = [
+            {
+                "topic": self.topic,
+                "partition": self.partition,
+                "epoch": epoch,
+                "start_offset": start_offset,
+                "line": line,
+                "problem": None,
+                "source_file": f"{self.topic}-{self.partition}/leader-epoch-checkpoint",
+                "broker_id": self.broker_id,
+            }
+            for line, (epoch, start_offset) in enumerate(entries, start=3)
+        ]
+        assert all(set(row) == set(LEADER_EPOCHS.fieldNames()) for row in rows)
+        self.leader_epoch_rows.extend(rows)
+        return rows
 
     def skip(self, offsets: int) -> None:
         self.next_offset += offsets

@@ -14,6 +14,7 @@ from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_TOO_SMALL, STATUS_TRUNCATED
 from schemas.checkpoints import CHECKPOINTS
 from schemas.file_problems import FILE_PROBLEMS
+from schemas.leader_epochs import LEADER_EPOCHS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.txn_index import TXN_INDEX
 
@@ -341,6 +342,24 @@ def snp_005(log, miss):
         log.marker(1, 0)
 
 
+def lep_002(log, miss):
+    log.data(1, 0, 0, 1)
+    log.epoch_checkpoint((0, 0), (2, 5), (3, 7) if miss else (1, 7))
+
+
+def lep_003(log, miss):
+    log.data(1, 0, 0, 1)
+    log.data(2, 0, 0, 1)
+    log.leader_epoch = 1
+    log.data(1, 0, 1, 1)
+    if miss:
+        log.epoch_checkpoint((0, 0), (1, 2))
+    else:
+        log.leader_epoch = 2  # an epoch the checkpoint does not list
+        log.data(1, 0, 2, 1)
+        log.epoch_checkpoint((0, 0), (1, 1))
+
+
 def file_rule(code, severity):
     def scenario(log, miss):
         log.data(1, 0, 0, 1)
@@ -396,6 +415,8 @@ SCENARIOS = {
     "SEG-005": (file_rule("SEG-005", "WARN"), "WARN"),
     "SEG-006": (file_rule("SEG-006", "WARN"), "WARN"),
     "LEP-001": (file_rule("LEP-001", "ERROR"), "ERROR"),
+    "LEP-002": (lep_002, "ERROR"),
+    "LEP-003": (lep_003, "WARN"),
     "FMT-001": (fmt_001, "WARN"),
     "FMT-002": (fmt_002, "ERROR"),
     "FMT-003": (fmt_003, "ERROR"),
@@ -415,7 +436,7 @@ SCENARIOS = {
 @pytest.fixture(scope="module")
 def audited(spark):
     """Findings per (code, near miss), from one audit over every scenario log."""
-    rows, index_rows, snapshot_rows, problem_rows, checkpoint_rows, topics = [], [], [], [], [], {}
+    rows, index_rows, snapshot_rows, problem_rows, checkpoint_rows, epoch_rows, topics = [], [], [], [], [], [], {}
     for code, (build, _) in SCENARIOS.items():
         for miss in (False, True):
             log = PartitionLog(topic=f"{code.lower()}-{'miss' if miss else 'fire'}", clock=T0)
@@ -425,6 +446,7 @@ def audited(spark):
             snapshot_rows.extend(log.snapshot_rows)
             problem_rows.extend(log.problem_rows)
             checkpoint_rows.extend(log.checkpoint_rows)
+            epoch_rows.extend(log.leader_epoch_rows)
             topics[code, miss] = log.topic
     settings = AuditSettings(compacted_topics=["compacted-*"])
     result = run_audit(
@@ -435,6 +457,7 @@ def audited(spark):
         producer_snapshots=spark.createDataFrame(snapshot_rows, PRODUCER_SNAPSHOTS),
         file_problems=spark.createDataFrame(problem_rows, FILE_PROBLEMS),
         checkpoints=spark.createDataFrame(checkpoint_rows, CHECKPOINTS),
+        leader_epochs=spark.createDataFrame(epoch_rows, LEADER_EPOCHS),
     )
     by_topic: dict[str, list] = {}
     for row in result.findings.collect():
@@ -478,6 +501,14 @@ def test_clean_transactional_logs_leave_only_informational_findings(audited):
     """The near misses of the transaction and index rules are correct logs: nothing above INFO."""
     for code in ("TXN-003", "EPO-004", "IDX-001", "IDX-002", "IDX-004", "IDX-006", "SNP-003", "SNP-004", "SNP-005"):
         assert [f.rule_code for f in audited[code, True] if f.severity != "INFO"] == [], code
+
+
+def test_epoch_checkpoint_disagreements_are_each_reported(audited):
+    messages = sorted(f.message for f in audited["LEP-003", False] if f.rule_code == "LEP-003")
+    assert messages == [
+        "batches of leader epoch 2 from offset 3, which leader-epoch-checkpoint does not list",
+        "leader-epoch-checkpoint says epoch 1 starts at offset 1; its first batch starts at 2",
+    ]
 
 
 def test_hanging_transaction_carries_abort_command(audited):

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit import epochs, files, integrity, sequences, snapshots, transactions, txnindex, visibility
 from pipeline.audit.columns import explode_findings
+from pipeline.audit.leader_epochs import leader_epoch_findings
 from pipeline.audit.replay import TP, prepare_batches, producer_rows, with_producer_state
 from pipeline.config import AuditSettings
 from schemas.findings import FINDINGS
@@ -91,10 +92,11 @@ def run_audit(
     producer_snapshots: DataFrame | None = None,
     file_problems: DataFrame | None = None,
     checkpoints: DataFrame | None = None,
+    leader_epochs: DataFrame | None = None,
 ) -> AuditResult:
-    """Audit `batches`. The `.txnindex` entries, producer-state snapshots, file problems and offset
-    checkpoints of the same log dirs, when given, are checked against the replay too (IDX, SNP, SEG, LEP
-    rules and LSO-003)."""
+    """Audit `batches`. The `.txnindex` entries, producer-state snapshots, file problems, offset
+    checkpoints and leader-epoch checkpoints of the same log dirs, when given, are checked against the replay
+    too (IDX, SNP, SEG, LEP rules and LSO-003)."""
     prepared = prepare_batches(batches, settings).persist(StorageLevel.MEMORY_AND_DISK)
     replayed = with_producer_state(producer_rows(prepared), settings).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -124,6 +126,8 @@ def run_audit(
         findings = findings.unionByName(_snapshot_findings(producer_snapshots, prepared, replayed, offsets))
     if file_problems is not None:
         findings = findings.unionByName(files.file_problem_findings(file_problems, txnindex.audited_replicas(prepared)))
+    if leader_epochs is not None:
+        findings = findings.unionByName(leader_epoch_findings(leader_epochs, prepared, offsets))
     summary = visibility.with_finding_counts(offsets, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),

@@ -1,0 +1,187 @@
+"""The leader-epoch checkpoint against itself and against the log (spec §6.1 LEP-002, LEP-003).
+
+The broker keeps `leader-epoch-checkpoint` in step with the log: `LeaderEpochFileCache.assign` drops every entry
+whose epoch or start offset is not below the new one, so the entries it writes increase strictly in both, and
+`UnifiedLog.maybeAssignEpochStartOffset` records an epoch at the base offset of the first batch written with it.
+LEP-001 (a file the broker cannot read) is found while decoding the file (`pipeline.audit.files`).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import explode_findings, finding
+from pipeline.audit.registry import rule
+from pipeline.audit.replay import TP
+from schemas.batches import STATUS_OK
+
+EPOCH_CHECKPOINT_ORDER = rule(
+    "LEP-002",
+    "EPOCH_CHECKPOINT_ORDER",
+    "ERROR",
+    "6.1",
+    "leader-epoch-checkpoint entries whose epochs or start offsets do not increase strictly from line to line.",
+)
+EPOCH_CHECKPOINT_VS_LOG = rule(
+    "LEP-003",
+    "EPOCH_CHECKPOINT_VS_LOG",
+    "WARN",
+    "6.1",
+    "For a checkpoint entry (e, s) with s at or above the log start offset, the first batch written in leader "
+    "epoch e does not start at s; or the retained log holds batches of an epoch the checkpoint does not list. "
+    "WARN: the file is flushed asynchronously and truncation rewrites it. An epoch with no batch at all is "
+    "fine (a leader that wrote nothing), and so is an entry moved up to the log start by retention, which "
+    "may fall inside a batch.",
+)
+
+
+def leader_epoch_findings(leader_epochs: DataFrame, prepared: DataFrame, offsets: DataFrame) -> DataFrame:
+    """LEP-002 and LEP-003 for the checkpoint files of the audited replicas."""
+    entries = (
+        leader_epochs.where(F.col("problem").isNull())
+        .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+        .join(prepared.select(*TP, "broker_id").distinct(), on=[*TP, "broker_id"], how="inner")
+    )
+    return (
+        _order_findings(entries)
+        .unionByName(_entry_findings(entries, prepared, offsets))
+        .unionByName(_unlisted_epoch_findings(entries, prepared, offsets))
+    )
+
+
+def _located(df: DataFrame, base_offset, last_offset, source_file, position) -> DataFrame:
+    """Give rows the location columns every finding carries."""
+    return df.select(
+        "*",
+        F.lit(None).cast("long").alias("producer_id"),
+        F.lit(None).cast("int").alias("producer_epoch"),
+        base_offset.cast("long").alias("base_offset"),
+        last_offset.cast("long").alias("last_offset"),
+        source_file.alias("finding_file"),
+        position.cast("long").alias("finding_position"),
+    )
+
+
+def _as_finding_location(df: DataFrame) -> DataFrame:
+    return df.drop("source_file", "position").withColumnsRenamed(
+        {"finding_file": "source_file", "finding_position": "position"}
+    )
+
+
+def _order_findings(entries: DataFrame) -> DataFrame:
+    in_file = Window.partitionBy(*TP, "broker_id", "source_file").orderBy("line")
+    rows = entries.select(
+        *TP,
+        "broker_id",
+        "source_file",
+        "line",
+        "epoch",
+        "start_offset",
+        F.lag("epoch").over(in_file).alias("previous_epoch"),
+        F.lag("start_offset").over(in_file).alias("previous_start_offset"),
+    ).where(F.col("previous_epoch").isNotNull())
+    located = _as_finding_location(
+        _located(rows, F.col("start_offset"), F.lit(None), F.col("source_file"), F.lit(None))
+    )
+    check = finding(
+        EPOCH_CHECKPOINT_ORDER,
+        (F.col("epoch") <= F.col("previous_epoch")) | (F.col("start_offset") <= F.col("previous_start_offset")),
+        F.format_string(
+            "leader-epoch-checkpoint line %d: epoch %d at offset %d follows epoch %d at offset %d",
+            "line",
+            "epoch",
+            "start_offset",
+            "previous_epoch",
+            "previous_start_offset",
+        ),
+        {"line": F.col("line"), "previous_epoch": F.col("previous_epoch")},
+    )
+    return explode_findings(located, [check])
+
+
+def _retained_v2(prepared: DataFrame, offsets: DataFrame) -> DataFrame:
+    """v2 batches at or above the log start offset that carry a leader epoch."""
+    return (
+        prepared.where((F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2))
+        .where(F.col("partition_leader_epoch") >= 0)
+        .join(offsets.select(*TP, "log_start_offset"), on=TP, how="inner")
+        .where(F.col("last_offset") >= F.col("log_start_offset"))
+    )
+
+
+def _first_batch_per_epoch(prepared: DataFrame, offsets: DataFrame) -> DataFrame:
+    first = F.min(F.struct("base_offset", "last_offset", "source_file", "position"))
+    return (
+        _retained_v2(prepared, offsets)
+        .groupBy(*TP, "broker_id", F.col("partition_leader_epoch").alias("epoch"), "log_start_offset")
+        .agg(first.alias("first"))
+    )
+
+
+def _entry_findings(entries: DataFrame, prepared: DataFrame, offsets: DataFrame) -> DataFrame:
+    rows = (
+        entries.select(*TP, "broker_id", "epoch", "start_offset", "line", F.col("source_file").alias("checkpoint"))
+        .join(_first_batch_per_epoch(prepared, offsets), on=[*TP, "broker_id", "epoch"], how="inner")
+        .where(F.col("start_offset") >= F.col("log_start_offset"))
+    )
+    located = _as_finding_location(
+        _located(
+            rows,
+            F.col("first.base_offset"),
+            F.col("first.last_offset"),
+            F.col("first.source_file"),
+            F.col("first.position"),
+        )
+    )
+    moved_to_log_start = (F.col("start_offset") == F.col("log_start_offset")) & F.col("start_offset").between(
+        F.col("first.base_offset"), F.col("first.last_offset")
+    )
+    check = finding(
+        EPOCH_CHECKPOINT_VS_LOG,
+        (F.col("start_offset") != F.col("first.base_offset")) & ~moved_to_log_start,
+        F.format_string(
+            "leader-epoch-checkpoint says epoch %d starts at offset %d; its first batch starts at %d",
+            "epoch",
+            "start_offset",
+            "first.base_offset",
+        ),
+        {"checkpoint": F.col("checkpoint"), "line": F.col("line"), "checkpoint_start_offset": F.col("start_offset")},
+    )
+    return explode_findings(located, [check])
+
+
+def _unlisted_epoch_findings(entries: DataFrame, prepared: DataFrame, offsets: DataFrame) -> DataFrame:
+    listed = entries.select(*TP, "broker_id", "epoch", F.lit(True).alias("listed"))
+    checkpointed = entries.groupBy(*TP, "broker_id").agg(
+        F.first("source_file").alias("checkpoint"), F.sort_array(F.collect_set("epoch")).alias("listed_epochs")
+    )
+    rows = (
+        _first_batch_per_epoch(prepared, offsets)
+        .join(checkpointed, on=[*TP, "broker_id"], how="inner")
+        .join(listed, on=[*TP, "broker_id", "epoch"], how="left")
+        .where(F.col("listed").isNull())
+    )
+    located = _as_finding_location(
+        _located(
+            rows,
+            F.col("first.base_offset"),
+            F.col("first.last_offset"),
+            F.col("first.source_file"),
+            F.col("first.position"),
+        )
+    )
+    check = finding(
+        EPOCH_CHECKPOINT_VS_LOG,
+        F.lit(True),
+        F.format_string(
+            "batches of leader epoch %d from offset %d, which leader-epoch-checkpoint does not list",
+            "epoch",
+            "first.base_offset",
+        ),
+        {
+            "checkpoint": F.col("checkpoint"),
+            "listed_epochs": F.array_join(F.col("listed_epochs").cast("array<string>"), ","),
+        },
+    )
+    return explode_findings(located, [check])
