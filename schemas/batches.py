@@ -1,8 +1,9 @@
 """`batches`: one row per entry found in a log segment (bronze layer).
 
-Every v2 batch header field of spec §1.1 is kept, plus the decoded control record of control batches and
-the provenance of the entry. Entries the broker's iterator would reject (truncated tail, too small, bad
-magic) are kept as rows too, with `entry_status` saying why, so integrity rules are plain filters.
+Every v2 batch header field of spec §1.1 is kept, plus the decoded control record of control batches, what
+walking the records found (`record_problem`, `max_record_timestamp`; null when not checked) and the provenance
+of the entry. Entries the broker's iterator would reject (truncated tail, too small, bad magic) are kept as
+rows too, with `entry_status` saying why, so integrity rules are plain filters.
 The audit keys (topic, partition, producer_id, base_offset) come first so Delta collects stats on them.
 """
 
@@ -33,6 +34,7 @@ BATCHES = T.StructType(
         T.StructField("record_count", T.IntegerType(), True),
         T.StructField("base_timestamp", T.LongType(), True),
         T.StructField("max_timestamp", T.LongType(), True),
+        T.StructField("max_record_timestamp", T.LongType(), True),  # largest record timestamp; null: no records
         T.StructField("partition_leader_epoch", T.IntegerType(), True),
         T.StructField("magic", T.IntegerType(), True),
         T.StructField("attributes", T.IntegerType(), True),
@@ -43,6 +45,7 @@ BATCHES = T.StructType(
         T.StructField("batch_length", T.IntegerType(), True),
         T.StructField("crc", T.LongType(), True),
         T.StructField("crc_valid", T.BooleanType(), True),
+        T.StructField("record_problem", T.StringType(), True),  # why the records do not parse (FMT-006)
         T.StructField("entry_status", T.StringType(), False),
         T.StructField("entry_note", T.StringType(), True),
         T.StructField("segment_base_offset", T.LongType(), False),

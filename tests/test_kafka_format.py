@@ -389,7 +389,7 @@ def test_encode_txnindex_entry_and_segment_names():
 
 def test_encoder_rejects_unsupported_compression():
     with pytest.raises(ValueError, match="compression"):
-        encode_batch(0, 1, compression=3)
+        encode_batch(0, 1, compression=5)
 
 
 # --- iteration like FileLogInputStream ------------------------------------------------------------------
@@ -484,6 +484,19 @@ def test_crc_covers_attributes_to_end_but_not_the_leader_epoch():
     assert row["crc_valid"] is True and row["partition_leader_epoch"] == 99
 
 
+def test_wrong_crcs_are_found_among_many_batches():
+    batches = [bytearray(encode_batch(offset, 1)) for offset in range(4000)]
+    for offset in (700, 2500):  # larger than a shared check takes
+        batches[offset] = bytearray(encode_batch(offset, [b"x" * 2000]))
+    for index in (10, 700, 2000, 3900):
+        batches[index][-3] ^= 0x40
+    struct.pack_into(">I", batches[3000], 17, 12345)
+    data = b"".join(batches)
+    assert len(data) > 256 * 1024  # more than one shared check
+    valid = decode_segment(data).column("crc_valid").to_pylist()
+    assert [index for index, ok in enumerate(valid) if not ok] == [10, 700, 2000, 3000, 3900]
+
+
 def control_row(**kwargs) -> dict:
     defaults = dict(producer_id=9, producer_epoch=0, base_sequence=-1, is_transactional=True, is_control=True)
     keys = kwargs.pop("keys")
@@ -561,6 +574,32 @@ def test_huge_declared_size_is_truncated_without_reading_on():
     assert decoded.resume_at is None
     (row,) = decoded.table.to_pylist()
     assert row["entry_status"] == STATUS_TRUNCATED and row["size_bytes"] == len(data)
+
+
+@pytest.mark.parametrize(
+    ("size", "status"),
+    [(-(2**31), STATUS_TOO_SMALL), (-1, STATUS_TOO_SMALL), (13, STATUS_TOO_SMALL), (2**31 - 1, STATUS_TRUNCATED)],
+)
+def test_size_field_extremes_end_the_walk_at_their_entry(size, status):
+    first, broken = encode_batch(0, 1), bytearray(encode_batch(1, 1))
+    struct.pack_into(">i", broken, 8, size)
+    data = first + bytes(broken) + encode_batch(2, 1) * 50
+    whole = decode_segment(data)
+    rows = whole.to_pylist()
+    assert [r["entry_status"] for r in rows] == [STATUS_OK, status]
+    assert rows[1]["position"] == len(first) and rows[1]["size_bytes"] == len(data) - len(first)
+    assert rows[1]["batch_length"] == size
+    tables = list(iter_decoded(io.BytesIO(data).read, len(data), window_bytes=100))
+    assert pa.concat_tables(tables).equals(whole)
+
+
+def test_entries_smaller_than_a_v2_header_are_all_walked():
+    message = _legacy_message(0, 0)
+    assert len(message) < 61  # more entries than the walk first makes room for
+    data = message * 2000 + encode_batch(2000, 1)
+    table = decode_segment(data)
+    assert table.column("entry_status").to_pylist() == [STATUS_LEGACY] * 2000 + [STATUS_OK]
+    assert table.column("position").to_pylist() == [len(message) * index for index in range(2001)]
 
 
 def test_window_reports_where_to_resume():

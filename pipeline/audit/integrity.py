@@ -53,6 +53,17 @@ ATTRIBUTE_INVALID = rule(
     "topic not configured as compacted (WARN).",
     also=("WARN",),
 )
+RECORD_STRUCTURE = rule(
+    "FMT-006",
+    "RECORD_STRUCTURE",
+    "ERROR",
+    "6.1",
+    "The records of a v2 batch do not parse as Kafka's reader parses them: a records section that does not "
+    "decompress, a malformed varint, a length that overruns its record or the records, a key or value length "
+    "below -1, a negative header count, bytes left after recordsCount records or fewer records than that, or "
+    "offset deltas that do not increase or exceed lastOffsetDelta. Not raised for a batch whose CRC already "
+    "fails (FMT-004), nor when ingest ran with verify_records off.",
+)
 COUNT_INCONSISTENT = rule(
     "FMT-007",
     "COUNT_INCONSISTENT",
@@ -61,6 +72,14 @@ COUNT_INCONSISTENT = rule(
     "Record count negative, different from lastOffsetDelta + 1 on a non-compacted topic, or above it on a "
     "compacted one (ERROR); zero records on a non-compacted topic (WARN).",
     also=("WARN",),
+)
+MAX_TIMESTAMP = rule(
+    "FMT-008",
+    "MAX_TIMESTAMP",
+    "WARN",
+    "6.1",
+    "A non-empty CreateTime batch whose maxTimestamp is not the largest timestamp of its records (the leader "
+    "and the cleaner always set it to that). Needs record verification at ingest and readable records.",
 )
 PRODUCER_FIELDS = rule(
     "FMT-009",
@@ -157,6 +176,7 @@ def row_checks(settings: AuditSettings) -> list[Column]:
         | ((F.col("record_count") == 1) & (F.col("control_type").isNull() | kraft_type_on_topic))
     ) & ~F.col("is_kraft_topic")
     location = {"position": F.col("position"), "size_bytes": F.col("size_bytes"), "note": F.col("entry_note")}
+    crc_not_failed = F.coalesce(F.col("crc_valid"), F.lit(True))
 
     return [
         finding(
@@ -199,6 +219,12 @@ def row_checks(settings: AuditSettings) -> list[Column]:
             severity=F.when(F.col("compression") > MAX_CODEC_ID, F.lit("ERROR")).otherwise(F.lit("WARN")),
         ),
         finding(
+            RECORD_STRUCTURE,
+            v2 & crc_not_failed & F.col("record_problem").isNotNull(),
+            F.format_string("records do not parse: %s", F.col("record_problem")),
+            {**location, "compression": F.col("compression"), "record_count": F.col("record_count")},
+        ),
+        finding(
             COUNT_INCONSISTENT,
             v2
             & ~F.col("is_control")
@@ -212,6 +238,20 @@ def row_checks(settings: AuditSettings) -> list[Column]:
             ),
             {"record_count": F.col("record_count"), "last_offset_delta": F.col("last_offset_delta")},
             severity=F.when(F.col("record_count") == 0, F.lit("WARN")).otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            MAX_TIMESTAMP,
+            v2
+            & crc_not_failed
+            & (F.col("timestamp_type") == 0)
+            & (F.col("record_count") > 0)
+            & (F.col("max_timestamp") != F.col("max_record_timestamp")),
+            F.format_string(
+                "maxTimestamp %d but the largest record timestamp is %d",
+                F.col("max_timestamp"),
+                F.col("max_record_timestamp"),
+            ),
+            {"max_timestamp": F.col("max_timestamp"), "max_record_timestamp": F.col("max_record_timestamp")},
         ),
         finding(
             PRODUCER_FIELDS,

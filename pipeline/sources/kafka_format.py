@@ -2,9 +2,10 @@
 
 Decoding walks a segment exactly like the broker's `FileLogInputStream.nextBatch` (spec §1.1.6, §6.0 step 1) and
 keeps one row per entry, including the entry the broker would stop at, so integrity rules are plain filters.
-It is pure Python and numpy because executors run it inside `mapInArrow` and tests run it without Spark. The
-per-entry Python work is kept to the boundary walk, and numpy takes over runs of small v2 batches; header fields
-are gathered with numpy, and the CRCs of a window are checked with one `crc32c` call when they all match.
+Executors run it inside `mapInArrow` and tests run it without Spark, so it needs only numpy, numba and pyarrow.
+No Python code runs per entry: the boundary walk and the header gather are numba kernels over the window bytes,
+whose output arrays become Arrow columns without a copy, and the CRCs of runs of small batches are checked
+with one hardware `crc32c` call per run when they all match.
 
 The encoder writes what a broker writes (valid CRC-32C, varint-framed records, 78-byte transaction markers) so
 tests and the bundled samples can build logs byte for byte.
@@ -12,17 +13,18 @@ tests and the bundled samples can build logs byte for byte.
 
 from __future__ import annotations
 
-import gzip
 import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
+import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c
 
+from pipeline.sources.records import compress_records, record_columns
 from schemas.batches import STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
 
 LOG_OVERHEAD = 12  # offset:int64 + size:int32 in front of every entry
@@ -64,6 +66,7 @@ DECODED_SCHEMA = pa.schema(
         pa.field("record_count", pa.int32()),
         pa.field("base_timestamp", pa.int64()),
         pa.field("max_timestamp", pa.int64()),
+        pa.field("max_record_timestamp", pa.int64()),
         pa.field("partition_leader_epoch", pa.int32()),
         pa.field("magic", pa.int32()),
         pa.field("attributes", pa.int32()),
@@ -74,6 +77,7 @@ DECODED_SCHEMA = pa.schema(
         pa.field("batch_length", pa.int32()),
         pa.field("crc", pa.int64()),
         pa.field("crc_valid", pa.bool_()),
+        pa.field("record_problem", pa.string()),
         pa.field("entry_status", pa.string(), nullable=False),
         pa.field("entry_note", pa.string()),
         pa.field("position", pa.int64(), nullable=False),
@@ -84,37 +88,12 @@ DECODED_SCHEMA = pa.schema(
 
 _NULL_ROW = dict.fromkeys(DECODED_SCHEMA.names)
 _EMPTY_REGISTER = 0xFFFFFFFF  # `crc32c(data, value)` with this value starts from, and returns it for, a zero register
-_CRC_RESTART = bytes.fromhex("54641f64")  # takes an all-zero register to all ones: crc32c(it, 0xFFFFFFFF) == 0
-_SHARED_CRC_CHECK_BYTES = 1024  # up to this mean batch size, one call for all CRCs beats one call per batch
-_SAMPLE_BYTES = 4096  # walked entry by entry to see whether entries are small
-_SMALL_ENTRY_BYTES = 128  # up to this mean size, numpy finds runs of v2 batches faster than the Python loop
-_RUN_BYTES = 1 << 20  # numpy finds runs in steps of this many bytes, and falls back when entries grow
-_PRUNING_ROUNDS = 8  # look-alike headers chained to each other; more than this and the Python loop takes over
+_CRC_RESTART = np.frombuffer(bytes.fromhex("54641f64"), dtype=np.uint8)  # zero register to all ones
+_SHARED_CRC_CHECK_BYTES = 1024  # up to this batch size, copying it for a shared check beats a call of its own
+_SHARED_CRC_RUN_BYTES = 256 * 1024  # bytes checked by one shared call: the copy is still in the L2 cache
 _SYNC_BLOCK_BYTES = 256 * 1024  # read size of `next_entry_start`: many small entries, or one large entry's header
 _STRADDLE_READ_BYTES = 64 * 1024  # least read past the end of a byte range, to finish its last entry
 
-_V2_HEADER = np.dtype(
-    {
-        "names": [
-            "base_offset",
-            "batch_length",
-            "partition_leader_epoch",
-            "magic",
-            "crc",
-            "attributes",
-            "last_offset_delta",
-            "base_timestamp",
-            "max_timestamp",
-            "producer_id",
-            "producer_epoch",
-            "base_sequence",
-            "record_count",
-        ],
-        "formats": [">i8", ">i4", ">i4", "i1", ">u4", ">u2", ">i4", ">i8", ">i8", ">i8", ">i2", ">i4", ">i4"],
-        "offsets": [0, 8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57],
-        "itemsize": RECORD_BATCH_OVERHEAD,
-    }
-)
 _V2_HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _INT32 = struct.Struct(">i")
 _SIZE_AND_MAGIC = struct.Struct(">i4xB")
@@ -125,27 +104,13 @@ _CONTROL_KEY = struct.Struct(">hh")
 _MARKER_VALUE = struct.Struct(">hi")
 _TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
 _MARKER_BYTES = 78
-_MARKER_RECORD = np.dtype(  # the record of a marker; varints are single bytes, zig-zag encoded
-    {
-        "names": [
-            "length",
-            "timestamp_delta",
-            "offset_delta",
-            "key_length",
-            "key_version",
-            "type",
-            "value_length",
-            "value_version",
-            "coordinator_epoch",
-        ],
-        "formats": ["u1", "u1", "u1", "u1", ">i2", ">i2", "u1", ">i2", ">i4"],
-        "offsets": [0, 2, 3, 4, 5, 7, 9, 10, 12],
-        "itemsize": _MARKER_BYTES - RECORD_BATCH_OVERHEAD,
-    }
-)
 _MARKER_RECORD_LENGTH = 2 * (_MARKER_BYTES - RECORD_BATCH_OVERHEAD - 1)
 _MARKER_KEY_LENGTH = 2 * _CONTROL_KEY.size
 _MARKER_VALUE_LENGTH = 2 * _MARKER_VALUE.size
+
+# Kernels compile on first use, once per Python process (a few seconds of CPU in all, see BENCHMARKS.md). No
+# on-disk cache: executors import this module from the zip that spark-submit ships, where numba cannot keep one.
+_jit = numba.njit(nogil=True, cache=False)
 
 
 class DecodedWindow(NamedTuple):
@@ -169,19 +134,25 @@ class _Malformed(ValueError):
     """A control record that cannot be parsed; the message becomes the entry note."""
 
 
-def decode_segment(data: bytes | bytearray | memoryview) -> pa.Table:
+def decode_segment(data: bytes | bytearray | memoryview, *, verify_records: bool = True) -> pa.Table:
     """Decode a whole segment held in memory: one row per entry, columns of `DECODED_SCHEMA`."""
-    return decode_window(data).table
+    return decode_window(data, verify_records=verify_records).table
 
 
 def decode_window(
-    data: bytes | bytearray | memoryview, *, file_position: int = 0, file_size: int | None = None
+    data: bytes | bytearray | memoryview,
+    *,
+    file_position: int = 0,
+    file_size: int | None = None,
+    verify_records: bool = True,
 ) -> DecodedWindow:
     """Decode the entries that start in `data`, which holds the file bytes from `file_position` on.
 
     `file_size` (default: the end of `data`) says how long the file is, so an entry that runs past the end of
     `data` is either the segment's truncated tail or simply continues in the next window. Lengths read from the
-    file are only compared with what is there; nothing is allocated from them.
+    file are only compared with what is there; nothing is allocated from them. `verify_records` walks the records
+    of every v2 batch for `record_problem` and `max_record_timestamp` (`records.record_columns`); without it they
+    stay null and decoding is faster.
     """
     view = memoryview(data).cast("B")
     available = len(view)
@@ -191,7 +162,7 @@ def decode_window(
     stop = walk.stop
     if stop is None and walk.end < available:
         stop = _truncated_entry(view, walk.end, file_size - file_position)
-    table = _build_table(view, walk, stop, file_position, file_size)
+    table = _build_table(view, walk, stop, file_position, file_size, verify_records)
     if stop is not None or file_position + available >= file_size:
         return DecodedWindow(table, None)
     return DecodedWindow(table, file_position + walk.end)
@@ -204,6 +175,7 @@ def iter_decoded(
     window_bytes: int = DEFAULT_WINDOW_BYTES,
     start: int = 0,
     end: int | None = None,
+    verify_records: bool = True,
 ) -> Iterator[pa.Table]:
     """Decode the entries of a segment of `file_size` bytes that start in [start, end), one table per window.
 
@@ -226,7 +198,7 @@ def iter_decoded(
         if len(chunk) < wanted:
             file_size = read_total
         pending = pending + chunk if pending else chunk
-        decoded = decode_window(pending, file_position=position, file_size=file_size)
+        decoded = decode_window(pending, file_position=position, file_size=file_size, verify_records=verify_records)
         table = decoded.table
         if read_total > end:
             table = table.slice(0, int(np.searchsorted(table["position"].to_numpy(), end)))
@@ -247,7 +219,7 @@ def next_entry_start(read_at: Callable[[int, int], bytes], file_size: int, posit
     at an entry that starts before `position`: that entry's row belongs to an earlier range and nothing after it
     is decoded. `read_at(n, offset)` reads file bytes (pyarrow's `RandomAccessFile.read_at`); only blocks that
     hold entry headers are read, so the payload of a batch larger than a block is skipped. The walk is the one
-    `decode_window` does, so it is exact, but it costs one Python step per entry before `position`.
+    `decode_window` does, so it is exact, but it steps through every entry before `position` (in compiled code).
     """
     target, position = position, 0
     while position < target:
@@ -275,97 +247,93 @@ class _Walk(NamedTuple):
     starts: np.ndarray  # int64 positions in the window of the complete entries the broker can iterate
     end: int  # where the walk ended: the end of the last of them
     stop: _Stop | None  # the entry the broker stops at, if it is in the window
+    legacy: int  # how many of the entries are magic 0 or 1 messages
 
 
 def _walk_entries(view) -> _Walk:
-    """Follow the entry chain through the window, like `FileLogInputStream.nextBatch`.
+    """Follow the entry chain through the window, like `FileLogInputStream.nextBatch`; `_stop_at` says why it ended."""
+    starts, end, legacy = _entry_chain(_window_bytes(view))
+    stop = _stop_at(view, end) if end <= len(view) - HEADER_SIZE_UP_TO_MAGIC else None
+    return _Walk(starts, end, stop, legacy)
 
-    Small entries make the per-entry Python step the largest cost of decoding, so after a short sample, runs of
-    small v2 batches are found with numpy (`_v2_run`); everything else is followed one entry at a time, reading
-    only the size. The magic byte and the v2 minimum size are checked for all entries at once afterwards, and
-    the walk is cut at the first entry that fails them. `_stop_at` classifies the entry the walk stopped at.
+
+def _window_bytes(view) -> np.ndarray:
+    """The window as a read-only uint8 array, so each kernel compiles once whatever buffer type the bytes came in."""
+    raw = np.frombuffer(view, dtype=np.uint8)
+    raw.flags.writeable = False
+    return raw
+
+
+_ONE, _TWO, _THREE = np.uint64(1), np.uint64(2), np.uint64(3)
+
+
+@_jit
+def _uint16_at(raw, position):
+    """Big-endian. Unsigned indices spare numba's negative-index fix-up, so LLVM merges the loads into one."""
+    at = np.uint64(position)
+    return (np.int64(raw[at]) << 8) | np.int64(raw[at + _ONE])
+
+
+@_jit
+def _uint32_at(raw, position):
+    at = np.uint64(position)
+    return (
+        (np.int64(raw[at]) << 24)
+        | (np.int64(raw[at + _ONE]) << 16)
+        | (np.int64(raw[at + _TWO]) << 8)
+        | np.int64(raw[at + _THREE])
+    )
+
+
+@_jit
+def _int32_at(raw, position):
+    return np.int32(_uint32_at(raw, position))
+
+
+@_jit
+def _int64_at(raw, position):
+    return (_uint32_at(raw, position) << 32) | _uint32_at(raw, position + 4)
+
+
+@_jit
+def _entry_chain(raw):
+    """Starts of the complete entries the broker iterates from position 0, where that ends, and how many are legacy.
+
+    It ends at the first entry whose size is below any entry's minimum, that runs past the window, whose magic is
+    not 0, 1 or 2, or that is a v2 batch shorter than its header; or where fewer than 17 bytes remain. The starts
+    array is sized for v2 batches (61 bytes at least) and grows only for smaller legacy messages.
     """
-    available = len(view)
-    last_peek = available - HEADER_SIZE_UP_TO_MAGIC
-    sample: list[int] = []
-    position = _follow_sizes(view, 0, min(last_peek, _SAMPLE_BYTES), sample)
-    found = [np.array(sample, dtype=np.int64)]
-    if len(sample) and position > _SAMPLE_BYTES and position <= len(sample) * _SMALL_ENTRY_BYTES:
-        raw = np.frombuffer(view, dtype=np.uint8)
-        while position <= last_peek:
-            run, run_end = _v2_run(raw, position, min(position + _RUN_BYTES, available))
-            if not len(run):
-                break
-            found.append(run)
-            position, run_bytes = run_end, run_end - position
-            if run_bytes > len(run) * _SMALL_ENTRY_BYTES:
-                break
-    rest: list[int] = []
-    position = _follow_sizes(view, position, last_peek, rest)
-    found.append(np.array(rest, dtype=np.int64))
-    start = np.concatenate(found)
-    if position > available:  # the last entry continues past the window
-        position, start = int(start[-1]), start[:-1]
-    if len(start):
-        magic = np.frombuffer(view, dtype=np.uint8)[start + 16]
-        size = np.diff(start, append=position) - LOG_OVERHEAD
-        not_iterable = (magic > 2) | ((magic == 2) & (size < _V2_MIN_SIZE))
-        if not_iterable.any():
-            first = int(not_iterable.argmax())
-            position = int(start[first])
-            start = start[:first]
-    return _Walk(start, position, _stop_at(view, position) if position <= last_peek else None)
+    starts = np.empty(raw.size // RECORD_BATCH_OVERHEAD + 1, dtype=np.int64)
+    count = legacy = 0
+    position = np.int64(0)  # typed, not a literal 0, so `_follow_entries` compiles once
+    while True:
+        more, position, more_legacy = _follow_entries(raw, position, starts[count:])
+        count, legacy = count + more, legacy + more_legacy
+        if count < starts.size:
+            return starts[:count], position, legacy
+        grown = np.empty(2 * starts.size, dtype=np.int64)
+        for index in range(count):  # a loop: numba takes seconds to compile a slice assignment
+            grown[index] = starts[index]
+        starts = grown
 
 
-def _follow_sizes(view, position: int, last_start: int, starts: list[int]) -> int:
-    """Append the starts of the entries chained from `position` that start at or before `last_start`.
-
-    Returns where it stopped: past `last_start`, or at an entry whose size is below any entry's minimum. This loop
-    is the one per-entry Python step of decoding, so it reads only the size.
-    """
-    append = starts.append
-    read_size = _INT32.unpack_from
-    while position <= last_start:
-        (size,) = read_size(view, position + 8)
+@_jit
+def _follow_entries(raw, position, starts):
+    """`_entry_chain` until `starts` is full: how many starts it wrote, where it is, and how many are legacy."""
+    count = legacy = 0
+    while count < starts.size and position <= raw.size - HEADER_SIZE_UP_TO_MAGIC:
+        size = _int32_at(raw, position + 8)
         if size < RECORD_OVERHEAD_V0:
             break
-        append(position)
-        position += LOG_OVERHEAD + size
-    return position
-
-
-def _v2_run(raw: np.ndarray, position: int, limit: int) -> tuple[np.ndarray, int]:
-    """Starts of the chain of complete v2 batches from `position` (an entry start) within raw[position:limit].
-
-    Every byte position whose byte 16 is 2 is a candidate, whose successor is at `candidate + 12 + size`.
-    Candidates that no chain from `position` reaches (batch bytes that happen to look like a header) are pruned by
-    repeatedly dropping those without a predecessor; that leaves exactly the chain. Also returns where the chain
-    ends. The cost is numpy work per byte, so this is only worth it for small entries.
-    """
-    window = raw[position:limit]
-    candidates = np.flatnonzero(window[16:] == 2)
-    sizes = np.lib.stride_tricks.sliding_window_view(window, 4)[candidates + 8]
-    sizes = np.ascontiguousarray(sizes).view(">i4")[:, 0].astype(np.int64)
-    successors = candidates + LOG_OVERHEAD + sizes
-    complete = (sizes >= _V2_MIN_SIZE) & (successors <= len(window))
-    candidates, successors = candidates[complete], successors[complete]
-    if not len(candidates) or candidates[0] != 0:
-        return candidates[:0], position
-    if not np.array_equal(candidates[1:], successors[:-1]):
-        successor = np.searchsorted(candidates, successors)
-        successor[successor == len(candidates)] = 0
-        successor[candidates[successor] != successors] = 0  # 0: no successor, as nothing chains back to the start
-        reachable = np.ones(len(candidates), dtype=bool)
-        for _ in range(_PRUNING_ROUNDS):
-            has_predecessor = np.bincount(successor[reachable], minlength=len(candidates)) > 0
-            has_predecessor[0] = True
-            if has_predecessor[reachable].all():
-                break
-            reachable &= has_predecessor
-        else:
-            return candidates[:0], position
-        candidates, successors = candidates[reachable], successors[reachable]
-    return candidates + position, position + int(successors[-1])
+        end = position + LOG_OVERHEAD + size
+        magic = raw[position + 16]
+        if end > raw.size or magic > 2 or (magic == 2 and size < _V2_MIN_SIZE):
+            break
+        starts[count] = position
+        count += 1
+        legacy += magic < 2
+        position = end
+    return count, position, legacy
 
 
 def _stop_at(view, position: int) -> _Stop | None:
@@ -405,21 +373,23 @@ def _truncated_entry(view, position: int, bytes_to_eof: int) -> _Stop | None:
     )
 
 
-def _build_table(view, walk: _Walk, stop: _Stop | None, file_position: int, file_size: int) -> pa.Table:
+def _build_table(
+    view, walk: _Walk, stop: _Stop | None, file_position: int, file_size: int, verify_records: bool
+) -> pa.Table:
     """Rows in file order: v2 batches column by column, legacy messages and the stop entry row by row."""
     starts = walk.starts
     ends = np.empty_like(starts)
     ends[:-1] = starts[1:]
     ends[-1:] = walk.end
-    is_v2 = np.frombuffer(view, dtype=np.uint8)[starts + 16] == 2
     tables = []
-    if is_v2.all():
+    if not walk.legacy:
         if len(starts):
-            tables.append(_v2_table(view, starts, ends, file_position))
+            tables.append(_v2_table(view, starts, ends, file_position, verify_records))
         rows = []
     else:
+        is_v2 = np.frombuffer(view, dtype=np.uint8)[starts + 16] == 2
         if is_v2.any():
-            tables.append(_v2_table(view, starts[is_v2], ends[is_v2], file_position))
+            tables.append(_v2_table(view, starts[is_v2], ends[is_v2], file_position, verify_records))
         legacy = ~is_v2
         rows = [
             _legacy_row(view, start, end, file_position)
@@ -434,53 +404,26 @@ def _build_table(view, walk: _Walk, stop: _Stop | None, file_position: int, file
     if len(tables) == 1:
         return tables[0]
     table = pa.concat_tables(tables)
-    if is_v2.any() and not is_v2.all():  # legacy rows go back between the v2 rows
+    if 0 < walk.legacy < len(starts):  # legacy rows go back between the v2 rows
         table = table.sort_by("position")
     return table.combine_chunks()
 
 
-def _v2_table(view, starts, ends, file_position: int) -> pa.Table:
-    """v2 batches: header fields gathered in one numpy pass, then CRC-32C and the control records."""
-    raw = np.frombuffer(view, dtype=np.uint8)
-    header = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(raw, RECORD_BATCH_OVERHEAD)[starts])
-    header = header.view(_V2_HEADER)[:, 0]
-    attributes = header["attributes"].astype(np.int32)
-    base_offset = header["base_offset"].astype(np.int64)
-    last_offset_delta = header["last_offset_delta"].astype(np.int32)
-    base_sequence = header["base_sequence"].astype(np.int32)
-    record_count = header["record_count"].astype(np.int32)
-    compression = attributes & ATTR_COMPRESSION_MASK
-    is_control = (attributes & ATTR_CONTROL) != 0
-    stored_crc = header["crc"].astype(np.int64)
-    control_type, coordinator_epoch, notes = _control_columns(view, starts, ends, is_control, compression, record_count)
+def _v2_table(view, starts, ends, file_position: int, verify_records: bool) -> pa.Table:
+    """v2 batches: header fields gathered by one kernel pass, then CRC-32C and the control records."""
+    raw = _window_bytes(view)
+    header = _gather_v2_headers(raw, starts, ends, file_position)
+    control_type, coordinator_epoch, notes = _control_columns(
+        view, starts, ends, header.is_control, header.compression, header.record_count
+    )
     columns = {
-        "producer_id": header["producer_id"].astype(np.int64),
-        "base_offset": base_offset,
-        "last_offset": base_offset + last_offset_delta,
-        "producer_epoch": header["producer_epoch"].astype(np.int32),
-        "base_sequence": base_sequence,
-        "last_sequence": last_sequence(base_sequence, last_offset_delta),
-        "is_transactional": (attributes & ATTR_TRANSACTIONAL) != 0,
-        "is_control": is_control,
+        **header._asdict(),
         "control_type": control_type,
         "coordinator_epoch": coordinator_epoch,
-        "record_count": record_count,
-        "base_timestamp": header["base_timestamp"].astype(np.int64),
-        "max_timestamp": header["max_timestamp"].astype(np.int64),
-        "partition_leader_epoch": header["partition_leader_epoch"].astype(np.int32),
-        "magic": header["magic"].astype(np.int32),
-        "attributes": attributes,
-        "compression": compression,
-        "timestamp_type": (attributes & ATTR_TIMESTAMP_TYPE) >> 3,
-        "has_delete_horizon": (attributes & ATTR_DELETE_HORIZON) != 0,
-        "last_offset_delta": last_offset_delta,
-        "batch_length": header["batch_length"].astype(np.int32),
-        "crc": stored_crc,
-        "crc_valid": _crc_matches(view, starts, ends, stored_crc),
+        "crc_valid": _crc_matches(view, raw, starts, ends, header.crc),
         "entry_status": pa.repeat(pa.scalar(STATUS_OK, pa.string()), len(starts)),
         "entry_note": notes,
-        "position": starts + file_position,
-        "size_bytes": ends - starts,
+        **record_columns(view, starts, ends, verify_records),
     }
     arrays = [
         column if isinstance(column, pa.Array) else pa.array(column, field.type)
@@ -489,79 +432,206 @@ def _v2_table(view, starts, ends, file_position: int) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=DECODED_SCHEMA)
 
 
-def _crc_matches(view, starts, ends, stored_crc) -> np.ndarray:
+class _V2Headers(NamedTuple):
+    """The `DECODED_SCHEMA` columns of v2 batches that their 61-byte header and their place in the file give."""
+
+    producer_id: np.ndarray
+    base_offset: np.ndarray
+    last_offset: np.ndarray
+    producer_epoch: np.ndarray
+    base_sequence: np.ndarray
+    last_sequence: np.ndarray
+    is_transactional: np.ndarray
+    is_control: np.ndarray
+    record_count: np.ndarray
+    base_timestamp: np.ndarray
+    max_timestamp: np.ndarray
+    partition_leader_epoch: np.ndarray
+    magic: np.ndarray
+    attributes: np.ndarray
+    compression: np.ndarray
+    timestamp_type: np.ndarray
+    has_delete_horizon: np.ndarray
+    last_offset_delta: np.ndarray
+    batch_length: np.ndarray
+    crc: np.ndarray
+    position: np.ndarray
+    size_bytes: np.ndarray
+
+
+@_jit
+def _gather_v2_headers(raw, starts, ends, file_position):
+    """The header fields of the v2 batches at `starts` (ending at `ends`), in arrays of their Arrow types."""
+    rows = starts.size
+    producer_id = np.empty(rows, np.int64)
+    base_offset = np.empty(rows, np.int64)
+    last_offset = np.empty(rows, np.int64)
+    base_timestamp = np.empty(rows, np.int64)
+    max_timestamp = np.empty(rows, np.int64)
+    crc = np.empty(rows, np.int64)
+    position = np.empty(rows, np.int64)
+    size_bytes = np.empty(rows, np.int64)
+    producer_epoch = np.empty(rows, np.int32)
+    base_sequence = np.empty(rows, np.int32)
+    last_sequences = np.empty(rows, np.int32)
+    record_count = np.empty(rows, np.int32)
+    partition_leader_epoch = np.empty(rows, np.int32)
+    magic = np.empty(rows, np.int32)
+    attributes = np.empty(rows, np.int32)
+    compression = np.empty(rows, np.int32)
+    timestamp_type = np.empty(rows, np.int32)
+    last_offset_delta = np.empty(rows, np.int32)
+    batch_length = np.empty(rows, np.int32)
+    is_transactional = np.empty(rows, np.bool_)
+    is_control = np.empty(rows, np.bool_)
+    has_delete_horizon = np.empty(rows, np.bool_)
+    for row in range(rows):
+        start = starts[row]
+        base_offset[row] = _int64_at(raw, start)
+        batch_length[row] = _int32_at(raw, start + 8)
+        partition_leader_epoch[row] = _int32_at(raw, start + 12)
+        magic[row] = raw[start + 16]
+        crc[row] = _uint32_at(raw, start + 17)
+        flags = _uint16_at(raw, start + 21)
+        attributes[row] = flags
+        compression[row] = flags & ATTR_COMPRESSION_MASK
+        timestamp_type[row] = (flags & ATTR_TIMESTAMP_TYPE) >> 3
+        is_transactional[row] = (flags & ATTR_TRANSACTIONAL) != 0
+        is_control[row] = (flags & ATTR_CONTROL) != 0
+        has_delete_horizon[row] = (flags & ATTR_DELETE_HORIZON) != 0
+        last_offset_delta[row] = _int32_at(raw, start + 23)
+        last_offset[row] = base_offset[row] + last_offset_delta[row]
+        base_timestamp[row] = _int64_at(raw, start + 27)
+        max_timestamp[row] = _int64_at(raw, start + 35)
+        producer_id[row] = _int64_at(raw, start + 43)
+        producer_epoch[row] = np.int16(_uint16_at(raw, start + 51))
+        base_sequence[row] = _int32_at(raw, start + 53)
+        last_sequences[row] = last_sequence(base_sequence[row], last_offset_delta[row])
+        record_count[row] = _int32_at(raw, start + 57)
+        position[row] = file_position + start
+        size_bytes[row] = ends[row] - start
+    return _V2Headers(
+        producer_id=producer_id,
+        base_offset=base_offset,
+        last_offset=last_offset,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        last_sequence=last_sequences,
+        is_transactional=is_transactional,
+        is_control=is_control,
+        record_count=record_count,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        partition_leader_epoch=partition_leader_epoch,
+        magic=magic,
+        attributes=attributes,
+        compression=compression,
+        timestamp_type=timestamp_type,
+        has_delete_horizon=has_delete_horizon,
+        last_offset_delta=last_offset_delta,
+        batch_length=batch_length,
+        crc=crc,
+        position=position,
+        size_bytes=size_bytes,
+    )
+
+
+def _crc_matches(view, raw, starts, ends, stored_crc) -> np.ndarray:
     """Whether the CRC-32C of each batch, attributes to end, equals its stored CRC.
 
-    A `crc32c` call costs more than hashing a small batch, so contiguous small batches are first checked together
-    with one call; only a window where that check fails is checked batch by batch. Large batches are checked one
-    by one, since the shared check copies the bytes.
+    A `crc32c` call costs more than hashing a small batch, so runs of small batches that follow each other are
+    checked with one call per run (`_all_crcs_match`); only a run where that check fails is checked batch by batch.
+    Larger batches get a call each, which costs less than copying them for a shared check.
     """
-    contiguous = np.array_equal(starts[1:], ends[:-1])
-    small = int(ends[-1] - starts[0]) <= len(starts) * _SHARED_CRC_CHECK_BYTES
-    if contiguous and small and _all_crcs_match(view, starts, ends, stored_crc):
-        return np.ones(len(starts), dtype=bool)
-    ranges = map(slice, (starts + CRC_START).tolist(), ends.tolist())
-    computed = np.fromiter(map(crc32c, map(view.__getitem__, ranges)), dtype=np.int64, count=len(starts))
-    return computed == stored_crc
+    valid = np.zeros(len(starts), dtype=bool)
+    checked = np.zeros(len(starts), dtype=bool)
+    runs = _shared_crc_runs(starts, ends)
+    if len(runs):
+        chained = np.empty(min(int(ends[-1] - starts[0]), _SHARED_CRC_RUN_BYTES) + 4, dtype=np.uint8)
+        for first, end in runs.tolist():
+            if _all_crcs_match(raw, starts[first:end], ends[end - 1], stored_crc[first:end], chained):
+                valid[first:end] = checked[first:end] = True
+    rows = np.flatnonzero(~checked)
+    ranges = map(slice, (starts[rows] + CRC_START).tolist(), ends[rows].tolist())
+    computed = np.fromiter(map(crc32c, map(view.__getitem__, ranges)), dtype=np.int64, count=len(rows))
+    valid[rows] = computed == stored_crc[rows]
+    return valid
 
 
-def _all_crcs_match(view, starts, ends, stored_crc) -> bool:
-    """One CRC-32C over a copy of the contiguous batches, rewritten so it ends at a known value iff all CRCs match.
+@_jit
+def _shared_crc_runs(starts, ends):
+    """[first, end) rows for `_all_crcs_match`: two or more adjacent small batches, one L2-sized copy at most."""
+    runs = np.empty((starts.size // 2, 2), dtype=np.int64)
+    count = row = 0
+    while row < starts.size:
+        end = row
+        while (
+            end < starts.size
+            and ends[end] - starts[end] <= _SHARED_CRC_CHECK_BYTES
+            and ends[end] - starts[row] <= _SHARED_CRC_RUN_BYTES
+            and (end == row or starts[end] == ends[end - 1])
+        ):
+            end += 1
+        if end - row > 1:
+            runs[count, 0], runs[count, 1] = row, end
+            count += 1
+        row = max(end, row + 1)
+    return runs[:count]
+
+
+def _all_crcs_match(raw, starts, end: int, stored_crc, buffer) -> bool:
+    """One CRC-32C over a copy of adjacent batches, rewritten so it ends at a known value iff all CRCs match.
 
     The first 21 bytes of each batch, which its CRC does not cover, become: the complement of the previous
     batch's stored CRC, which empties the register if that CRC is right; 13 zero bytes, which keep it empty; and
-    `_CRC_RESTART`, which sets it to the initial value for the next batch. A single wrong CRC always changes the
-    result. Several wrong CRCs in one window pass only if their errors cancel out, which for random corruption is
-    as likely (2^-32) as one corrupted batch keeping a matching CRC.
+    `_CRC_RESTART`, which sets it to the initial value for the next batch. The complement of the last CRC follows
+    the copy. A single wrong CRC always changes the result. Several wrong CRCs in one run pass only if their
+    errors cancel out, which for random corruption is as likely (2^-32) as one corrupted batch keeping a matching
+    CRC. The copy goes to the head of `buffer`.
     """
     first = int(starts[0])
-    chained = np.frombuffer(view, dtype=np.uint8)[first : int(ends[-1])].copy()
-    prefixes = np.zeros((len(starts), CRC_START), dtype=np.uint8)
-    prefixes[1:, :4] = (stored_crc[:-1] ^ 0xFFFFFFFF).astype("<u4").view(np.uint8).reshape(-1, 4)
-    prefixes[:, -len(_CRC_RESTART) :] = np.frombuffer(_CRC_RESTART, dtype=np.uint8)
-    np.lib.stride_tricks.sliding_window_view(chained, CRC_START, writeable=True)[starts - first] = prefixes
-    last_complement = (int(stored_crc[-1]) ^ 0xFFFFFFFF).to_bytes(4, "little")
-    return crc32c(last_complement, crc32c(chained, _EMPTY_REGISTER)) == _EMPTY_REGISTER
+    chained = buffer[: end - first + 4]
+    chained[:-4] = raw[first:end]
+    _write_crc_separators(chained, starts - first, stored_crc)
+    return crc32c(chained, _EMPTY_REGISTER) == _EMPTY_REGISTER
+
+
+@_jit
+def _write_crc_separators(chained, offsets, stored_crc):
+    """The bytes `_all_crcs_match` puts before each batch's CRC coverage, and after the last one."""
+    complement = np.int64(0)  # the register starts empty
+    for row in range(offsets.size):
+        at = np.uint64(offsets[row])  # unsigned, like `_uint16_at`, so the byte stores merge
+        _put_uint32_le(chained, at, complement)
+        for index in range(4, CRC_START - 4):
+            chained[at + np.uint64(index)] = 0
+        for index in range(4):
+            chained[at + np.uint64(CRC_START - 4 + index)] = _CRC_RESTART[index]
+        complement = stored_crc[row] ^ 0xFFFFFFFF
+    _put_uint32_le(chained, np.uint64(chained.size - 4), complement)
+
+
+@_jit
+def _put_uint32_le(buffer, at, value):
+    for index in range(4):
+        buffer[at + np.uint64(index)] = (value >> (8 * index)) & 0xFF
 
 
 def _control_columns(view, starts, ends, is_control, compression, record_count):
     """control_type, coordinator_epoch and entry_note of v2 batches, from the control record of control batches.
 
-    Transaction markers are the common control batches and all look alike, so the record of a 78-byte marker
-    with version-0 key and value is read in one numpy pass; any other control batch goes through the parser.
+    Transaction markers are the common control batches and all look alike, so a kernel reads those
+    (`_marker_fields`); any other control batch goes through the parser.
     """
     rows = len(starts)
-    control_rows = np.flatnonzero(is_control)
-    if not len(control_rows):
+    if not is_control.any():
         return pa.nulls(rows, pa.int32()), pa.nulls(rows, pa.int32()), pa.nulls(rows, pa.string())
-    control_type = np.zeros(rows, dtype=np.int32)
-    coordinator_epoch = np.zeros(rows, dtype=np.int32)
-    has_type = np.zeros(rows, dtype=bool)
-    has_epoch = np.zeros(rows, dtype=bool)
-
-    sized = control_rows[
-        (ends[control_rows] - starts[control_rows] == _MARKER_BYTES)
-        & (compression[control_rows] == COMPRESSION_NONE)
-        & (record_count[control_rows] > 0)
-    ]
-    records = np.lib.stride_tricks.sliding_window_view(np.frombuffer(view, dtype=np.uint8), _MARKER_RECORD.itemsize)
-    record = np.ascontiguousarray(records[starts[sized] + RECORD_BATCH_OVERHEAD]).view(_MARKER_RECORD)[:, 0]
-    standard = (
-        (record["length"] == _MARKER_RECORD_LENGTH)
-        & (record["timestamp_delta"] < 0x80)
-        & (record["offset_delta"] < 0x80)
-        & (record["key_length"] == _MARKER_KEY_LENGTH)
-        & (record["key_version"] == 0)
-        & ((record["type"] == CONTROL_ABORT) | (record["type"] == CONTROL_COMMIT))
-        & (record["value_length"] == _MARKER_VALUE_LENGTH)
-        & (record["value_version"] == 0)
+    control_type, coordinator_epoch, is_marker = _marker_fields(
+        _window_bytes(view), starts, ends, is_control, compression, record_count
     )
-    markers = sized[standard]
-    control_type[markers], has_type[markers] = record["type"][standard], True
-    coordinator_epoch[markers], has_epoch[markers] = record["coordinator_epoch"][standard], True
-
+    has_type, has_epoch = is_marker.copy(), is_marker.copy()
     notes: dict[int, str] = {}
-    for row in np.setdiff1d(control_rows, markers).tolist():
+    for row in np.flatnonzero(is_control & ~is_marker).tolist():
         parsed_type, parsed_epoch, note = _parse_control_record(
             view, int(starts[row]) + RECORD_BATCH_OVERHEAD, int(ends[row]), compression[row], record_count[row]
         )
@@ -578,6 +648,39 @@ def _control_columns(view, starts, ends, is_control, compression, record_count):
     )
 
 
+@_jit
+def _marker_fields(raw, starts, ends, is_control, compression, record_count):
+    """Control type and coordinator epoch of the v2 batches that are plain transaction markers, and which those are.
+
+    A plain marker is a 78-byte uncompressed control batch whose one record has single-byte varints (length,
+    attributes, timestamp and offset delta, key length), a version-0 ABORT or COMMIT key (int16 version, int16
+    type), a value length and a version-0 value (int16 version, int32 coordinator epoch).
+    """
+    control_type = np.zeros(starts.size, dtype=np.int32)
+    coordinator_epoch = np.zeros(starts.size, dtype=np.int32)
+    is_marker = np.zeros(starts.size, dtype=np.bool_)
+    for row in range(starts.size):
+        if not is_control[row] or ends[row] - starts[row] != _MARKER_BYTES:
+            continue
+        record = starts[row] + RECORD_BATCH_OVERHEAD
+        marker_type = _uint16_at(raw, record + 7)
+        if (
+            compression[row] == COMPRESSION_NONE
+            and record_count[row] > 0
+            and raw[record] == _MARKER_RECORD_LENGTH
+            and raw[record + 2] < 0x80
+            and raw[record + 3] < 0x80
+            and raw[record + 4] == _MARKER_KEY_LENGTH
+            and _uint16_at(raw, record + 5) == 0
+            and marker_type in (CONTROL_ABORT, CONTROL_COMMIT)
+            and raw[record + 9] == _MARKER_VALUE_LENGTH
+            and _uint16_at(raw, record + 10) == 0
+        ):
+            control_type[row], coordinator_epoch[row] = marker_type, _int32_at(raw, record + 12)
+            is_marker[row] = True
+    return control_type, coordinator_epoch, is_marker
+
+
 def _notes_array(notes: dict[int, str], rows: int) -> pa.Array:
     if not notes:
         return pa.nulls(rows, pa.string())
@@ -591,19 +694,19 @@ def _notes_array(notes: dict[int, str], rows: int) -> pa.Array:
     return pc.take(pa.array(texts, pa.string()), pa.array(codes, mask=~has_note))
 
 
+@numba.vectorize(nopython=True, cache=False)
 def last_sequence(base_sequence, last_offset_delta):
     """`DefaultRecordBatch.lastSequence` in int32 arithmetic: wraps past 2147483647, NO_SEQUENCE stays -1.
 
-    Works on numpy int32 arrays and on plain ints.
+    A ufunc: works on numpy arrays and on plain ints, and inside the header kernel. Every step wraps like Java's
+    int, so deltas the broker never writes (negative ones) give what the broker's code would.
     """
-    base = np.asarray(base_sequence, dtype=np.int32)
-    delta = np.asarray(last_offset_delta, dtype=np.int32)
-    with np.errstate(over="ignore"):
-        wraps = base > np.int32(MAX_SEQUENCE) - delta
-        wrapped = delta - (np.int32(MAX_SEQUENCE) - base) - np.int32(1)
-        result = np.where(base == NO_SEQUENCE, np.int32(NO_SEQUENCE), np.where(wraps, wrapped, base + delta))
-    result = result.astype(np.int32)
-    return int(result) if result.ndim == 0 else result
+    base, delta = np.int32(base_sequence), np.int32(last_offset_delta)
+    if base == NO_SEQUENCE:
+        return np.int32(NO_SEQUENCE)
+    if base > np.int32(MAX_SEQUENCE - delta):
+        return np.int32(np.int32(delta - np.int32(MAX_SEQUENCE - base)) - 1)
+    return np.int32(base + delta)
 
 
 def _legacy_row(view, start: int, end: int, file_position: int) -> dict:
@@ -706,7 +809,7 @@ def _parse_control_record(view, start: int, end: int, compression: int, record_c
 def _read_varint(view, position: int, end: int, bits: int) -> tuple[int, int]:
     """Zig-zag LEB128 like `ByteUtils.readVarint` (32 bits, 5 bytes at most) / `readVarlong` (64, 10), bounded."""
     raw = 0
-    for shift in range(0, bits + 6, 7):
+    for shift in range(0, 7 * ((bits + 6) // 7), 7):
         if position >= end:
             raise _Malformed("control record ends inside a varint")
         byte = view[position]
@@ -766,24 +869,24 @@ def encode_batch(
 
     `records` is a record count (values `value-<i>`, null keys) or the record values. The last record carries
     `max_timestamp` (default `base_timestamp`), the others `base_timestamp`. `last_offset_delta` defaults to
-    `count - 1`; pass a larger one to mimic a batch the cleaner has compacted. Compression: none or gzip.
+    `count - 1`; pass a larger one to mimic a batch the cleaner has compacted. `compression` is a codec id, 0 (none)
+    to 4 (zstd), framed as Kafka's producer frames it (`records.compress_records`).
     """
     values = [b"value-%d" % index for index in range(records)] if isinstance(records, int) else list(records)
     keys = [None] * len(values) if keys is None else list(keys)
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys for {len(values)} records")
-    if compression not in (COMPRESSION_NONE, COMPRESSION_GZIP):
-        raise ValueError(f"compression {compression} is not supported by the encoder (none or gzip)")
     if max_timestamp is None:
         max_timestamp = base_timestamp
-    body = b"".join(
-        _encode_record(
-            index, max_timestamp - base_timestamp if index == len(values) - 1 else 0, keys[index], values[index]
-        )
-        for index in range(len(values))
+    body = compress_records(
+        b"".join(
+            _encode_record(
+                index, max_timestamp - base_timestamp if index == len(values) - 1 else 0, keys[index], values[index]
+            )
+            for index in range(len(values))
+        ),
+        compression,
     )
-    if compression == COMPRESSION_GZIP:
-        body = gzip.compress(body, mtime=0)
     attributes = (
         compression
         | (ATTR_TIMESTAMP_TYPE if timestamp_type else 0)
