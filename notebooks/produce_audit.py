@@ -36,8 +36,9 @@ exit_code = main(args)
 
 # COMMAND ----------
 
-from pipeline.tables.store import TableStore  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+
+from pipeline.tables.store import TableStore  # noqa: E402
 
 store = TableStore(spark, warehouse)  # noqa: F821
 findings = store.read("findings")
@@ -61,3 +62,32 @@ display(  # noqa: F821
 
 display(store.read("partition_summary").orderBy("topic", "partition"))  # noqa: F821
 display(store.read("transactions").groupBy("topic", "outcome").count())  # noqa: F821
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Coordinator history of the transactional ids with `__transaction_state` findings (TSL rules)
+
+# COMMAND ----------
+
+if store.exists("transaction_log"):
+    flagged = findings.where(F.col("rule_code").startswith("TSL-")).select(
+        F.col("evidence")["transactional_id"].alias("transactional_id")
+    )
+    display(  # noqa: F821
+        store.read("transaction_log")
+        .join(flagged.distinct(), "transactional_id")
+        .select("transactional_id", "record_offset", "state_name", "producer_id", "producer_epoch", "partitions")
+        .orderBy("transactional_id", "record_offset")
+    )
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Ingested segments by the run that last decoded them (incremental ingest skips the others)
+
+# COMMAND ----------
+
+if store.exists("ingest_manifest"):
+    manifest = store.read("ingest_manifest")
+    display(manifest.groupBy("run_id", "topic").agg(F.count("*").alias("segments"), F.sum("size_bytes")))  # noqa: F821

@@ -123,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="Kafka log root (a broker log.dirs directory, topic-partition directories or dump files); "
             "repeat for several roots",
         )
+        sub.add_argument(
+            "--full",
+            action="store_true",
+            help="decode every segment again, also those ingested before and unchanged since "
+            "(default: ingest.incremental of the config)",
+        )
 
     def audit_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
@@ -160,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest",
         "Load Kafka log roots into the `batches` Delta table.",
         "The topics found in the input replace their earlier rows, so ingesting the same input again gives "
-        "identical tables.",
+        "identical tables. Segments ingested before and unchanged since keep their rows without being decoded "
+        "again (ingest_manifest), unless --full is given.",
     )
     inputs(ingest)
 
@@ -196,6 +203,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         overrides["audit"] = {"transaction_version": args.transaction_version}
     if getattr(args, "fail_on", None):
         overrides["fail_on"] = args.fail_on
+    if getattr(args, "full", False):
+        overrides["ingest"] = {"incremental": False}
     return load_settings(args.conf, overrides)
 
 

@@ -2,7 +2,8 @@
 
 Orchestration only: the data logic lives in pipeline.sources, pipeline.audit and pipeline.reports. Every table
 is written with overwrite_partitions by topic, so repeating a step on the same input replaces exactly the rows
-the previous attempt wrote and leaves other topics alone.
+the previous attempt wrote and leaves other topics alone. `ingest` decodes only the `.log` segments that are
+new, active or changed since an earlier ingest, and writes back the rows of the others (pipeline.ingest_manifest).
 """
 
 from __future__ import annotations
@@ -25,9 +26,18 @@ from pipeline.audit.engine import run_audit
 from pipeline.audit.registry import SEVERITIES
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
 from pipeline.reports.summary import build_summary, write_summary
-from pipeline.sources.dispatch import read_inputs, read_partition_inputs
+from pipeline.sources.dispatch import (
+    classify_inputs,
+    read_inputs,
+    read_internal_topic_inputs,
+    read_partition_inputs,
+    split_offset_commit_records,
+)
 from pipeline.tables.store import TableStore
+from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
+from schemas.transaction_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +59,15 @@ PARTITION_FILE_TABLES = (  # name (also the PartitionFiles attribute), schema, p
     ("checkpoints", schemas.CHECKPOINTS, schemas.CHECKPOINTS_PARTITION_BY),
     ("partition_metadata", schemas.PARTITION_METADATA, schemas.PARTITION_METADATA_PARTITION_BY),
 )
-# the side tables run_audit checks against the replay
-AUDITED_FILE_TABLES = ("txn_index", "producer_snapshots", "file_problems", "checkpoints", "leader_epochs")
+# the side tables run_audit checks, with their schemas
+AUDITED_FILE_TABLES = {
+    "txn_index": schemas.TXN_INDEX,
+    "producer_snapshots": schemas.PRODUCER_SNAPSHOTS,
+    "file_problems": schemas.FILE_PROBLEMS,
+    "checkpoints": schemas.CHECKPOINTS,
+    "leader_epochs": schemas.LEADER_EPOCHS,
+    "transaction_log": schemas.TRANSACTION_LOG,
+}
 
 
 @dataclass
@@ -74,7 +91,7 @@ class _RunRecord:
 def ingest(spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]) -> StepResult:
     """Load the log roots into `batches`, replacing the rows of the topics they contain."""
     with _recorded(spark, store, settings, "ingest", run_id, inputs=inputs) as (_, result):
-        result.counts.update(_ingest(spark, store, settings, inputs))
+        result.counts.update(_ingest(spark, store, settings, run_id, inputs))
     return result
 
 
@@ -109,26 +126,34 @@ def run(
     """Ingest, audit and report under one run id and one `runs` row."""
     recording = _recorded(spark, store, settings, "run", run_id, inputs=inputs, reference_time_ms=reference_time_ms)
     with recording as (record, result):
-        result.counts.update(_ingest(spark, store, settings, inputs))
+        result.counts.update(_ingest(spark, store, settings, run_id, inputs))
         _audit(store, settings, run_id, reference_time_ms, result)
         _report(store, settings, _run_section(record, store), result)
     return result
 
 
-def _ingest(spark: SparkSession, store: TableStore, settings: Settings, inputs: list[str]) -> dict[str, int]:
-    # Persisted on the executors because listing the topics and writing the rows would otherwise decode
-    # every segment twice.
-    batches = read_inputs(spark, inputs, settings).persist(StorageLevel.MEMORY_AND_DISK)
+def _ingest(
+    spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]
+) -> dict[str, int]:
+    """Decode what changed since the last ingest (pipeline.ingest_manifest) and replace the ingested topics."""
+    segments = plan_segment_reads(spark, store, settings, classify_inputs(spark, inputs).segment_roots)
+    # Persisted on the executors because listing the topics, writing the rows and describing the decoded
+    # segments in the manifest would otherwise decode every segment several times.
+    batches = read_inputs(spark, inputs, settings, segments.to_read).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        topics = _distinct_topics(batches)
+        topics = sorted(set(_distinct_topics(batches)) | segments.kept_topics)
         if not topics:
             raise InputError(", ".join(inputs), "no Kafka log entries found")
-        store.overwrite_partitions(batches, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
+        rows = kept_batches(spark, store, segments).unionByName(batches)
+        store.overwrite_partitions(rows, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
+        outcomes = write_manifest(spark, store, segments, batches, topics, run_id)
     finally:
         batches.unpersist()
     written = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics)).count()
     log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
+    log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
     counts = {"batches": written, "topics": len(topics)}
+    counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
     side_files = read_partition_inputs(spark, inputs, settings)
     if side_files is not None:
         # Only the topics that have batches: a partition without segments has nothing to audit.
@@ -136,6 +161,49 @@ def _ingest(spark: SparkSession, store: TableStore, settings: Settings, inputs: 
             rows = getattr(side_files, table).where(F.col("topic").isin(topics))
             store.overwrite_partitions(rows, table, partition_by, {"topic": topics})
             counts[table] = store.read(table, schema=schema).where(F.col("topic").isin(topics)).count()
+    counts.update(_ingest_internal_topics(spark, store, settings, inputs, topics))
+    return counts
+
+
+def _ingest_internal_topics(
+    spark: SparkSession, store: TableStore, settings: Settings, inputs: list[str], topics: list[str]
+) -> dict[str, int]:
+    """Decode the records of the coordinator topics among `topics` into `transaction_log` and `offset_commits`.
+
+    A table is written only when its topic is among the ingested ones, so an ingest without it neither creates
+    nor empties it. Group metadata records of transactional batches are counted, not kept.
+    """
+    ingested = [topic for topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) if topic in topics]
+    internal = read_internal_topic_inputs(spark, inputs, settings) if ingested else None
+    if internal is None:
+        return {}
+    counts: dict[str, int] = {}
+    if TRANSACTION_STATE_TOPIC in ingested:
+        store.overwrite_partitions(
+            internal.transaction_log,
+            "transaction_log",
+            schemas.TRANSACTION_LOG_PARTITION_BY,
+            {"topic": [TRANSACTION_STATE_TOPIC]},
+        )
+        written = store.read("transaction_log", schema=schemas.TRANSACTION_LOG)
+        counts["transaction_log"] = written.where(F.col("topic") == TRANSACTION_STATE_TOPIC).count()
+    if CONSUMER_OFFSETS_TOPIC in ingested:
+        # Persisted because the rows are written and the group metadata among them counted.
+        records = internal.offset_commit_records.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            offset_commits, group_metadata = split_offset_commit_records(records)
+            store.overwrite_partitions(
+                offset_commits,
+                "offset_commits",
+                schemas.OFFSET_COMMITS_PARTITION_BY,
+                {"topic": [CONSUMER_OFFSETS_TOPIC]},
+            )
+            counts["offset_commits.skipped_group_metadata"] = group_metadata.count()
+        finally:
+            records.unpersist()
+        written = store.read("offset_commits", schema=schemas.OFFSET_COMMITS)
+        counts["offset_commits"] = written.where(F.col("topic") == CONSUMER_OFFSETS_TOPIC).count()
+    log.info("decoded the coordinator-topic records of %s: %s", ", ".join(ingested), counts)
     return counts
 
 
@@ -148,10 +216,9 @@ def _audit(
     topics = _distinct_topics(batches)
     if not topics:
         raise InputError(store.path("batches"), "table is empty; nothing to audit")
-    schemas_by_table = {table: schema for table, schema, _ in PARTITION_FILE_TABLES}
     side_files = {
-        table: store.read(table, schema=schemas_by_table[table]).where(F.col("topic").isin(topics))
-        for table in AUDITED_FILE_TABLES
+        table: store.read(table, schema=schema).where(F.col("topic").isin(topics))
+        for table, schema in AUDITED_FILE_TABLES.items()
         if store.exists(table)
     }
     audited = run_audit(batches, settings.audit, run_id, reference_time_ms, **side_files)

@@ -4,12 +4,15 @@ from schemas.batches import BATCHES, BATCHES_PARTITION_BY
 from schemas.checkpoints import CHECKPOINTS, CHECKPOINTS_PARTITION_BY
 from schemas.file_problems import FILE_PROBLEMS, FILE_PROBLEMS_PARTITION_BY
 from schemas.findings import FINDINGS, FINDINGS_PARTITION_BY
+from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
 from schemas.leader_epochs import LEADER_EPOCHS, LEADER_EPOCHS_PARTITION_BY
+from schemas.offset_commits import OFFSET_COMMITS, OFFSET_COMMITS_PARTITION_BY
 from schemas.partition_metadata import PARTITION_METADATA, PARTITION_METADATA_PARTITION_BY
 from schemas.partition_summary import PARTITION_SUMMARY, PARTITION_SUMMARY_PARTITION_BY
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS, PRODUCER_SNAPSHOTS_PARTITION_BY
 from schemas.producer_state import PRODUCER_STATE, PRODUCER_STATE_PARTITION_BY
 from schemas.runs import RUNS
+from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_LOG_PARTITION_BY
 from schemas.transactions import TRANSACTIONS, TRANSACTIONS_PARTITION_BY
 from schemas.txn_index import TXN_INDEX, TXN_INDEX_PARTITION_BY
 
@@ -20,8 +23,12 @@ __all__ = [
     "CHECKPOINTS_PARTITION_BY",
     "FILE_PROBLEMS",
     "FILE_PROBLEMS_PARTITION_BY",
+    "INGEST_MANIFEST",
+    "INGEST_MANIFEST_PARTITION_BY",
     "LEADER_EPOCHS",
     "LEADER_EPOCHS_PARTITION_BY",
+    "OFFSET_COMMITS",
+    "OFFSET_COMMITS_PARTITION_BY",
     "PARTITION_METADATA",
     "PARTITION_METADATA_PARTITION_BY",
     "PRODUCER_SNAPSHOTS",
@@ -35,6 +42,8 @@ __all__ = [
     "PRODUCER_STATE",
     "PRODUCER_STATE_PARTITION_BY",
     "RUNS",
+    "TRANSACTION_LOG",
+    "TRANSACTION_LOG_PARTITION_BY",
     "TRANSACTIONS",
     "TRANSACTIONS_PARTITION_BY",
 ]

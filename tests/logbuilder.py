@@ -8,6 +8,7 @@ from schemas.batches import BATCHES, STATUS_OK
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.leader_epochs import LEADER_EPOCHS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
+from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_STATES
 from schemas.txn_index import TXN_INDEX
 
 INT32_MAX = 2_147_483_647
@@ -41,6 +42,7 @@ class PartitionLog:
     problem_rows: list[dict] = field(default_factory=list)
     checkpoint_rows: list[dict] = field(default_factory=list)
     leader_epoch_rows: list[dict] = field(default_factory=list)
+    transaction_log_rows: list[dict] = field(default_factory=list)
     open_txns: dict[int, int] = field(default_factory=dict)
 
     def _row(self, **values) -> dict:
@@ -229,6 +231,83 @@ class PartitionLog:
         assert all(set(row) == set(LEADER_EPOCHS.fieldNames()) for row in rows)
         self.leader_epoch_rows.extend(rows)
         return rows
+
+    def txn_state(
+        self,
+        transactional_id: str,
+        state: int | None,
+        pid: int,
+        epoch: int,
+        partitions: tuple[str, ...] = (),
+        timeout_ms: int = 60_000,
+        start: int | None = None,
+        **values,
+    ) -> dict:
+        """A `__transaction_state` record (in its own coordinator batch) as the coordinator writes it.
+
+        `partitions` are `topic-partition` names; `start` defaults to -1 for Empty and to the record time
+        otherwise; `state=None` writes a tombstone. Other columns can be overridden through `values`.
+        """
+        batch = self._row(
+            base_offset=self.next_offset,
+            last_offset=self.next_offset,
+            last_offset_delta=0,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
+            last_sequence=-1,
+            is_transactional=False,
+            is_control=False,
+            record_count=1,
+            base_timestamp=self.clock + self.tick_ms,
+            max_timestamp=self.clock + self.tick_ms,
+            attributes=0,
+            batch_length=120,
+            size_bytes=132,
+        )
+        self.clock += self.tick_ms
+        self.next_offset += 1
+        by_topic: dict[str, list[int]] = {}
+        for name in partitions:
+            topic, _, number = name.rpartition("-")
+            by_topic.setdefault(topic, []).append(int(number))
+        tombstone = state is None
+        row = {name: None for name in TRANSACTION_LOG.fieldNames()}
+        row.update(
+            topic=self.topic,
+            partition=self.partition,
+            transactional_id=transactional_id,
+            key_version=0,
+            is_tombstone=tombstone,
+            record_offset=batch["base_offset"],
+            record_timestamp=self.clock,
+            batch_base_offset=batch["base_offset"],
+            batch_timestamp=self.clock,
+            partition_leader_epoch=self.leader_epoch,
+            batch_is_transactional=False,
+            batch_compression=0,
+            batch_producer_id=-1,
+            segment_base_offset=0,
+            position=batch["position"],
+            source_file=batch["source_file"],
+            source_format="segment",
+            broker_id=self.broker_id,
+        )
+        if not tombstone:
+            row.update(
+                producer_id=pid,
+                producer_epoch=epoch,
+                state=state,
+                state_name=TRANSACTION_STATES[state] if 0 <= state < len(TRANSACTION_STATES) else None,
+                value_version=0,
+                transaction_timeout_ms=timeout_ms,
+                partitions=[{"topic": t, "partitions": p} for t, p in by_topic.items()] if state != 0 else None,
+                last_update_timestamp_ms=self.clock,
+                start_timestamp_ms=start if start is not None else (-1 if state == 0 else self.clock),
+            )
+        row.update(values)
+        self.transaction_log_rows.append(row)
+        return row
 
     def skip(self, offsets: int) -> None:
         self.next_offset += offsets

@@ -84,8 +84,8 @@ def test_read_inputs_unions_every_reader(spark, tmp_path: Path, monkeypatch):
 
     calls = []
 
-    def read_segments(session, roots, given_settings):
-        calls.append((session, roots, given_settings))
+    def read_segments(session, roots, given_settings, segments=None):
+        calls.append((session, roots, given_settings, segments))
         return session.createDataFrame([], BATCHES)
 
     segments = types.ModuleType("pipeline.sources.segments")
@@ -93,7 +93,7 @@ def test_read_inputs_unions_every_reader(spark, tmp_path: Path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pipeline.sources.segments", segments)
 
     frame = read_inputs(spark, [str(log_root), str(dump), str(export)], settings)
-    assert calls == [(spark, [str(log_root)], settings)]
+    assert calls == [(spark, [str(log_root)], settings, None)]
     assert frame.schema == BATCHES
     rows = sorted((row.source_format, row.topic, row.partition) for row in frame.collect())
     assert rows == [("columnar", "payments", 2), ("dumplog", "orders", 0)]

@@ -16,6 +16,7 @@ from schemas.checkpoints import CHECKPOINTS
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.leader_epochs import LEADER_EPOCHS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
+from schemas.transaction_log import TRANSACTION_LOG
 from schemas.txn_index import TXN_INDEX
 
 DAY_MS = 86_400_000
@@ -203,8 +204,19 @@ def fmt_005(log, miss):
     log.data(1, 0, 0, 1)["compression"] = 4 if miss else 5
 
 
+def fmt_006(log, miss):
+    row = log.data(1, 0, 0, 2)
+    row["record_problem"] = "record 1: offset delta 0 at byte 72 is not above the previous record's 0"
+    row["crc_valid"] = not miss  # a batch whose CRC fails is FMT-004's, whatever its records look like
+
+
 def fmt_007(log, miss):
     log.data(1, 0, 0, 3)["record_count"] = 3 if miss else 2
+
+
+def fmt_008(log, miss):
+    row = log.data(1, 0, 0, 2)
+    row["max_record_timestamp"] = row["max_timestamp"] - (0 if miss else 5)
 
 
 def fmt_009(log, miss):
@@ -360,6 +372,128 @@ def lep_003(log, miss):
         log.epoch_checkpoint((0, 0), (1, 1))
 
 
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD = range(7)
+
+
+def coordinator_pid(rule_number, miss, k=0):
+    """Producer ids unique to a scenario: TSL-014 compares current producer ids across the whole audit."""
+    return 10_000 + 100 * rule_number + (50 if miss else 0) + k
+
+
+def commit_cycle(log, tid, pid, epoch, partitions=("t-0",)):
+    log.txn_state(tid, EMPTY, pid, epoch)
+    log.txn_state(tid, ONGOING, pid, epoch, partitions)
+    start = log.transaction_log_rows[-1]["start_timestamp_ms"]
+    log.txn_state(tid, PREPARE_COMMIT, pid, epoch, partitions, start=start)
+    log.txn_state(tid, COMPLETE_COMMIT, pid, epoch, start=start)
+
+
+def tsl_001(log, miss):
+    log.txn_state("a", EMPTY, coordinator_pid(1, miss), 0, key_version=0 if miss else 1)
+
+
+def tsl_002(log, miss):
+    log.txn_state("a", EMPTY, coordinator_pid(2, miss), 0, value_version=1 if miss else 2)
+
+
+def tsl_003(log, miss):
+    log.txn_state("a", EMPTY if miss else DEAD, coordinator_pid(3, miss), 0)
+
+
+def tsl_004(log, miss):
+    log.txn_state("a", EMPTY, coordinator_pid(4, miss), 0, start=None if miss else T0)
+
+
+def tsl_005(log, miss):
+    pid = coordinator_pid(5, miss)
+    log.txn_state("a", EMPTY, pid, 0)
+    log.txn_state("a", ONGOING, pid, 0, ("t-0",))
+    start = log.transaction_log_rows[-1]["start_timestamp_ms"]
+    log.txn_state("a", PREPARE_COMMIT, pid, 0, ("t-0",), start=start)
+    log.txn_state("a", COMPLETE_COMMIT, pid, 0, start=start if miss else -1)
+
+
+def tsl_006(log, miss):
+    pid = coordinator_pid(6, miss)
+    log.txn_state("a", EMPTY, pid, 0)
+    if miss:
+        log.skip(3)  # compacted away: what came between is unknown, so the pair is not checked
+    log.txn_state("a", PREPARE_COMMIT, pid, 0, ("t-0",))
+
+
+def tsl_007(log, miss):
+    pid = coordinator_pid(7, miss)
+    if miss:  # a TV2 chain: Prepare bumps the epoch, the next transaction goes on at it
+        tv2 = {"value_version": 1, "client_transaction_version": 2}
+        log.txn_state("a", EMPTY, pid, 0, **tv2)
+        log.txn_state("a", ONGOING, pid, 0, ("t-0",), **tv2)
+        log.txn_state("a", PREPARE_COMMIT, pid, 1, ("t-0",), **tv2)
+        log.txn_state("a", COMPLETE_COMMIT, pid, 1, **tv2)
+        log.txn_state("a", ONGOING, pid, 1, ("t-1",), **tv2)
+        log.txn_state("a", PREPARE_ABORT, pid, 2, ("t-1",), **tv2)
+        log.txn_state("a", COMPLETE_ABORT, pid, 2, **tv2)
+    else:
+        log.txn_state("a", EMPTY, pid, 0)
+        log.txn_state("a", ONGOING, pid, 1, ("t-0",))
+
+
+def tsl_008(log, miss):
+    pid = coordinator_pid(8, miss)
+    log.txn_state("a", EMPTY, pid, 0)
+    log.txn_state("a", ONGOING, pid, 0, ("t-0",))
+    log.txn_state("a", ONGOING, pid, 0, ("t-0", "u-3"))
+    log.txn_state("a", PREPARE_COMMIT, pid, 0, ("t-0", "u-3") if miss else ("t-0",))
+
+
+def tsl_009(log, miss):
+    pid = coordinator_pid(9, miss)
+    commit_cycle(log, "a", pid, 0)
+    if miss:
+        log.txn_state("a", EMPTY, pid, 1, timeout_ms=30_000)
+    else:
+        log.txn_state("a", ONGOING, pid, 0, ("t-0",), timeout_ms=30_000)
+
+
+def tsl_010(log, miss):
+    log.txn_state("a", EMPTY, coordinator_pid(10, miss), 0, timeout_ms=INT32_MAX if miss else 1_000_000)
+
+
+def tsl_011(log, miss):
+    pid = coordinator_pid(11, miss)
+    log.txn_state("a", EMPTY, pid, 0)
+    row = log.txn_state("a", ONGOING, pid, 0, ("t-0",))
+    if not miss:
+        row["last_update_timestamp_ms"] -= 10_000
+
+
+def tsl_012(log, miss):
+    pid = coordinator_pid(12, miss)
+    log.txn_state("a", EMPTY, pid, 0)
+    log.txn_state("a", ONGOING, pid, 0, ("t-0",))
+    log.clock += 30_000 if miss else 120_000  # timeout 60 s plus the coordinator's 10 s check interval
+    log.txn_state("other", EMPTY, coordinator_pid(12, miss, 1), 0)
+
+
+def tsl_013(log, miss):
+    pid = coordinator_pid(13, miss)
+    if miss:
+        commit_cycle(log, "a", pid, 0)
+        log.clock += 8 * DAY_MS
+    else:
+        log.txn_state("a", EMPTY, pid, 0)
+        log.txn_state("a", ONGOING, pid, 0, ("t-0",))
+    log.txn_state("a", None, pid, 0)
+
+
+def tsl_014(log, miss):
+    log.txn_state("a", EMPTY, coordinator_pid(14, miss), 0)
+    log.txn_state("b", EMPTY, coordinator_pid(14, miss, 1 if miss else 0), 0)
+
+
+def tsl_015(log, miss):
+    log.txn_state("a", EMPTY, coordinator_pid(15, miss), 0, batch_compression=0 if miss else 1)
+
+
 def file_rule(code, severity):
     def scenario(log, miss):
         log.data(1, 0, 0, 1)
@@ -422,12 +556,29 @@ SCENARIOS = {
     "FMT-003": (fmt_003, "ERROR"),
     "FMT-004": (fmt_004, "ERROR"),
     "FMT-005": (fmt_005, "ERROR"),
+    "FMT-006": (fmt_006, "ERROR"),
     "FMT-007": (fmt_007, "ERROR"),
+    "FMT-008": (fmt_008, "WARN"),
     "FMT-009": (fmt_009, "ERROR"),
     "FMT-010": (fmt_010, "ERROR"),
     "FMT-011": (fmt_011, "ERROR"),
     "FMT-012": (fmt_012, "WARN"),
     "FMT-013": (fmt_013, "ERROR"),
+    "TSL-001": (tsl_001, "WARN"),
+    "TSL-002": (tsl_002, "ERROR"),
+    "TSL-003": (tsl_003, "ERROR"),
+    "TSL-004": (tsl_004, "ERROR"),
+    "TSL-005": (tsl_005, "ERROR"),
+    "TSL-006": (tsl_006, "ERROR"),
+    "TSL-007": (tsl_007, "ERROR"),
+    "TSL-008": (tsl_008, "ERROR"),
+    "TSL-009": (tsl_009, "ERROR"),
+    "TSL-010": (tsl_010, "WARN"),
+    "TSL-011": (tsl_011, "WARN"),
+    "TSL-012": (tsl_012, "WARN"),
+    "TSL-013": (tsl_013, "WARN"),
+    "TSL-014": (tsl_014, "CRITICAL"),
+    "TSL-015": (tsl_015, "WARN"),
     "SEG-002": (seg_002, "WARN"),
     "SEG-003": (seg_003, "ERROR"),
 }
@@ -436,7 +587,16 @@ SCENARIOS = {
 @pytest.fixture(scope="module")
 def audited(spark):
     """Findings per (code, near miss), from one audit over every scenario log."""
-    rows, index_rows, snapshot_rows, problem_rows, checkpoint_rows, epoch_rows, topics = [], [], [], [], [], [], {}
+    rows, index_rows, snapshot_rows, problem_rows, checkpoint_rows, epoch_rows, txn_log_rows = (
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+        [],
+    )
+    topics = {}
     for code, (build, _) in SCENARIOS.items():
         for miss in (False, True):
             log = PartitionLog(topic=f"{code.lower()}-{'miss' if miss else 'fire'}", clock=T0)
@@ -447,6 +607,7 @@ def audited(spark):
             problem_rows.extend(log.problem_rows)
             checkpoint_rows.extend(log.checkpoint_rows)
             epoch_rows.extend(log.leader_epoch_rows)
+            txn_log_rows.extend(log.transaction_log_rows)
             topics[code, miss] = log.topic
     settings = AuditSettings(compacted_topics=["compacted-*"])
     result = run_audit(
@@ -458,6 +619,7 @@ def audited(spark):
         file_problems=spark.createDataFrame(problem_rows, FILE_PROBLEMS),
         checkpoints=spark.createDataFrame(checkpoint_rows, CHECKPOINTS),
         leader_epochs=spark.createDataFrame(epoch_rows, LEADER_EPOCHS),
+        transaction_log=spark.createDataFrame(txn_log_rows, TRANSACTION_LOG),
     )
     by_topic: dict[str, list] = {}
     for row in result.findings.collect():
@@ -509,6 +671,12 @@ def test_epoch_checkpoint_disagreements_are_each_reported(audited):
         "batches of leader epoch 2 from offset 3, which leader-epoch-checkpoint does not list",
         "leader-epoch-checkpoint says epoch 1 starts at offset 1; its first batch starts at 2",
     ]
+
+
+def test_valid_coordinator_histories_raise_nothing(audited):
+    """A TV2 commit-then-abort chain, a new timeout at InitProducerId, and a tombstone after expiry."""
+    for code in ("TSL-007", "TSL-009", "TSL-013"):
+        assert [f.rule_code for f in audited[code, True] if f.rule_code.startswith("TSL")] == [], code
 
 
 def test_hanging_transaction_carries_abort_command(audited):

@@ -232,6 +232,18 @@ def test_append_that_does_not_fit_the_table_is_refused(spark, store):
         store.append(frame(spark, TOPICS[:1]), "batches", ["topic"])
 
 
+def test_partition_overwrite_adds_new_columns_and_keeps_older_rows(spark, store):
+    store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
+    widened = frame(spark, TOPICS[:1]).withColumn("record_problem", F.lit("bad varint"))
+
+    store.overwrite_partitions(widened, "batches", PARTITION_BY, {"topic": TOPICS[:1]})
+
+    table = store.read("batches")
+    assert table.schema["record_problem"].dataType == T.StringType()
+    problems = {(row.topic, row.record_problem) for row in table.select("topic", "record_problem").collect()}
+    assert problems == {(TOPICS[0], "bad varint"), *((topic, None) for topic in TOPICS[1:])}
+
+
 def test_overwrite_replaces_rows_and_partitioning(spark, store):
     store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
 

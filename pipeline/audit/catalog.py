@@ -16,6 +16,7 @@ SECTIONS = {
     "6.4": "Transaction structure",
     "6.5": "Aborted-transaction index and read_committed visibility",
     "6.6": "Producer-state snapshots",
+    "6.7": "`__transaction_state` alone",
 }
 
 

@@ -19,6 +19,7 @@ from pipeline.audit import epochs, files, integrity, sequences, snapshots, trans
 from pipeline.audit.columns import explode_findings
 from pipeline.audit.leader_epochs import leader_epoch_findings
 from pipeline.audit.replay import TP, prepare_batches, producer_rows, with_producer_state
+from pipeline.audit.transaction_log import transaction_log_findings
 from pipeline.config import AuditSettings
 from schemas.findings import FINDINGS
 from schemas.partition_summary import PARTITION_SUMMARY
@@ -93,10 +94,12 @@ def run_audit(
     file_problems: DataFrame | None = None,
     checkpoints: DataFrame | None = None,
     leader_epochs: DataFrame | None = None,
+    transaction_log: DataFrame | None = None,
 ) -> AuditResult:
     """Audit `batches`. The `.txnindex` entries, producer-state snapshots, file problems, offset
     checkpoints and leader-epoch checkpoints of the same log dirs, when given, are checked against the replay
-    too (IDX, SNP, SEG, LEP rules and LSO-003)."""
+    too (IDX, SNP, SEG, LEP rules and LSO-003); the decoded `__transaction_state` records against the
+    coordinator's state machine (TSL rules)."""
     prepared = prepare_batches(batches, settings).persist(StorageLevel.MEMORY_AND_DISK)
     replayed = with_producer_state(producer_rows(prepared), settings).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -128,11 +131,17 @@ def run_audit(
         findings = findings.unionByName(files.file_problem_findings(file_problems, txnindex.audited_replicas(prepared)))
     if leader_epochs is not None:
         findings = findings.unionByName(leader_epoch_findings(leader_epochs, prepared, offsets))
+    if transaction_log is not None:
+        findings = findings.unionByName(
+            transaction_log_findings(transaction_log, prepared, checkpoints, settings, reference_time_ms)
+        )
+    # Written first and counted again for the summary: persisted so the rules run once.
+    findings = findings.persist(StorageLevel.MEMORY_AND_DISK)
     summary = visibility.with_finding_counts(offsets, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),
         transactions=_with_run(txns, run_id, TRANSACTIONS),
         producer_state=_with_run(transactions.build_producer_state(replayed), run_id, PRODUCER_STATE),
         partition_summary=_with_run(summary, run_id, PARTITION_SUMMARY),
-        _cached=(prepared, replayed),
+        _cached=(prepared, replayed, findings),
     )

@@ -10,15 +10,21 @@ import re
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, read_columnar
-from pipeline.sources.dumplog import read_dumplog
+from pipeline.sources.dumplog import read_dumplog, read_dumplog_offset_commit_records, read_dumplog_transaction_log
+from schemas.offset_commits import GROUP_METADATA_KEY_VERSION
+
+if TYPE_CHECKING:
+    from pipeline.sources.segments import SegmentFile
 
 DUMP_SUFFIXES = (".txt", ".dump", ".out")
 ACCEPTED = (
@@ -128,15 +134,20 @@ def classify_inputs(spark: SparkSession, inputs: list[str]) -> InputPlan:
     )
 
 
-def read_inputs(spark: SparkSession, inputs: list[str], settings: Settings) -> DataFrame:
-    """`batches` rows of all inputs (schema BATCHES), whatever their kind, as one DataFrame."""
+def read_inputs(
+    spark: SparkSession, inputs: list[str], settings: Settings, segments: list[SegmentFile] | None = None
+) -> DataFrame:
+    """`batches` rows of all inputs (schema BATCHES), whatever their kind, as one DataFrame.
+
+    `segments`, when given, are the `.log` files of the log-dir inputs to decode (all of them by default).
+    """
     plan = classify_inputs(spark, inputs)
     frames = []
     if plan.segment_roots:
         # Imported on use: dump and columnar inputs do not need the binary segment decoder.
         from pipeline.sources.segments import read_segments
 
-        frames.append(read_segments(spark, plan.segment_roots, settings))
+        frames.append(read_segments(spark, plan.segment_roots, settings, segments))
     if plan.dump_files:
         frames.append(read_dumplog(spark, plan.dump_files, settings))
     if plan.columnar_paths:
@@ -157,3 +168,46 @@ def read_partition_inputs(spark: SparkSession, inputs: list[str], settings: Sett
     from pipeline.sources.partition_files import read_partition_files
 
     return read_partition_files(spark, plan.segment_roots, settings)
+
+
+@dataclass
+class InternalTopicInputs:
+    """The records of the coordinator topics in the inputs; each DataFrame is lazy."""
+
+    transaction_log: DataFrame  # TRANSACTION_LOG rows of `__transaction_state`
+    # OFFSET_COMMITS rows of the transactional `__consumer_offsets` batches, group metadata records included
+    offset_commit_records: DataFrame
+
+
+def read_internal_topic_inputs(
+    spark: SparkSession, inputs: list[str], settings: Settings
+) -> InternalTopicInputs | None:
+    """The `__transaction_state` records and transactional `__consumer_offsets` records of the log-dir and dump
+    inputs, or None when there are neither; columnar exports of `batches` hold no records."""
+    plan = classify_inputs(spark, inputs)
+    transaction_logs: list[DataFrame] = []
+    offset_commit_records: list[DataFrame] = []
+    if plan.segment_roots:
+        from pipeline.sources.internal_topics import read_internal_segments
+
+        transaction_log, records = read_internal_segments(spark, plan.segment_roots, settings)
+        transaction_logs.append(transaction_log)
+        offset_commit_records.append(records)
+    if plan.dump_files:
+        transaction_logs.append(read_dumplog_transaction_log(spark, plan.dump_files, settings))
+        offset_commit_records.append(read_dumplog_offset_commit_records(spark, plan.dump_files, settings))
+    if not transaction_logs:
+        return None
+    return InternalTopicInputs(
+        transaction_log=reduce(DataFrame.unionByName, transaction_logs),
+        offset_commit_records=reduce(DataFrame.unionByName, offset_commit_records),
+    )
+
+
+def split_offset_commit_records(records: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(`offset_commits` rows, group metadata records) of `InternalTopicInputs.offset_commit_records`.
+
+    Group metadata (key version 2) in a transactional batch is not an offset commit; it is counted, not kept.
+    """
+    group_metadata = F.col("key_version").eqNullSafe(GROUP_METADATA_KEY_VERSION)
+    return records.where(~group_metadata), records.where(group_metadata)

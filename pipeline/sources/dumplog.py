@@ -20,6 +20,11 @@ Layouts understood (spec §4.2/§4.3):
 * `Found N invalid bytes at the end of <file>`: a `truncated_tail` row.
 * `.snapshot` lines of every version and `.txnindex` lines, returned as separate entry lists
   (`SNAPSHOT_ENTRIES` and `TXN_INDEX_ENTRIES` give their fields); `.index`/`.timeindex` lines are counted.
+* Records of `__transaction_state` printed by `--transaction-log-decoder` (the text of 0.11-2.4 and 2.5-3.x,
+  the JSON of 4.x) become `transaction_log` rows, and records of transactional `__consumer_offsets` batches
+  printed by `--offsets-decoder` (`offset::` of 0.11-2.4, `offset_commit::` of 2.5-3.x, JSON of 3.5+) become
+  offset-commit rows; what the text does not print stays null, and a record the text does not decode (a dump
+  without the decoder option, a decoder error) gets a row with `decode_error`.
 
 Text may hold several `Dumping <path>` sections; topic, partition and segment base offset come from the
 dumped path (`.../<topic>-<partition>/<20 digits>.log`). Lines a listing numbered (`12 baseOffset: ...`, as
@@ -29,6 +34,7 @@ are counted as `unknown` and reported with their line numbers; they are never dr
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -44,6 +50,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from schemas.batches import BATCHES, STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
+from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC, GROUP_METADATA_KEY_VERSION, OFFSET_COMMITS
+from schemas.transaction_log import (
+    TRANSACTION_LOG,
+    TRANSACTION_STATE_TOPIC,
+    TRANSACTION_STATES,
+    V1_TAGGED_FIELD_DEFAULTS,
+)
 
 SOURCE_FORMAT = "dumplog"
 
@@ -261,6 +274,9 @@ class DumpParse:
     line_counts: dict[str, int]  # every LINE_KINDS key, blank and unknown lines included
     unknown_lines: list[tuple[int, str]]  # (1-based line number, text), the first MAX_REPORTED_UNKNOWN_LINES
     notes: list[str]
+    transaction_log: list[dict[str, Any]] = field(default_factory=list)  # TRANSACTION_LOG rows
+    # OFFSET_COMMITS rows of transactional batches, group metadata records (key version 2) included
+    offset_commit_records: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -352,6 +368,298 @@ def _holds_offset(row: dict[str, Any], offset: int) -> bool:
     return row["base_offset"] is None or offset >= row["base_offset"]
 
 
+def _deep_record_batch(group: _DeepGroup, match: re.Match[str]) -> dict[str, Any]:
+    """What a 0.11-2.1 deep record line says about its batch, in `batches` column names."""
+    return {
+        "base_offset": int(group.records[0].group("offset")),
+        "position": group.position,
+        "max_timestamp": None,
+        "partition_leader_epoch": None,
+        "is_transactional": _bool(match.group("transactional")),
+        "compression": COMPRESSION_IDS.get(match.group("codec").lower()),
+        "producer_id": _int(match.group("producer_id")),
+        "producer_epoch": _int(match.group("producer_epoch")),
+    }
+
+
+# --- --transaction-log-decoder and --offsets-decoder output ---------------------------------------------
+
+DELETED_VALUE = "<DELETE>"  # the payload the decoders print for a tombstone
+_KEY_PREFIX = " key: "
+_PAYLOAD_PREFIX = " payload: "
+_JSON = json.JSONDecoder()
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+
+# 2.5-3.x text; 0.11-2.4 printed no `transaction_metadata::` prefix and the partitions as `Set(t-0, u-1)`.
+_TXN_LOG_TEXT_KEY = re.compile(r"(?:transaction_metadata::)?transactionalId=(?P<transactional_id>.*)")
+_TXN_LOG_TEXT_VALUE = re.compile(
+    rf"producerId:(?P<producer_id>{_INT}),producerEpoch:(?P<producer_epoch>{_INT}),state=(?P<state>\w+)"
+    rf",partitions=(?:\[(?P<list>[^\]]*)\]|Set\((?P<set>[^)]*)\))"
+    rf",txnLastUpdateTimestamp=(?P<last_update>{_INT}),txnTimeoutMs=(?P<timeout>{_INT})"
+)
+# 2.5-3.4 `offset_commit::group=G,partition=T-P` / `offset=N[,metadata=M]`; 0.11-2.4 `offset::G:T:P` / `N[:M]`.
+_OFFSET_COMMIT_TEXT_KEY = re.compile(r"offset_commit::group=(?P<group>.*),partition=(?P<topic>.+)-(?P<partition>\d+)")
+_OFFSET_COMMIT_TEXT_VALUE = re.compile(rf"offset=(?P<offset>{_INT})(?:,metadata=(?P<metadata>.*))?")
+_OLD_OFFSET_TEXT_KEY = re.compile(r"offset::(?P<group>.*):(?P<topic>[^:]+):(?P<partition>\d+)")
+_OLD_OFFSET_TEXT_VALUE = re.compile(rf"(?P<offset>{_INT})(?::(?P<metadata>.*))?")
+_GROUP_METADATA_TEXT_KEY = re.compile(r"group_metadata::group=.*")
+_UNKNOWN_KEY_TEXT = re.compile(
+    rf"unknown::version=(?P<version>{_INT})|Unknown record type (?P<type>{_INT}) at offset {_INT}, skipping\."
+)
+_DECODER_ERROR_TEXT = re.compile(rf"Error at offset {_INT}, skipping\. (?P<reason>.*)")
+_TOPIC_PARTITION = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)")
+
+
+class _TextError(ValueError):
+    """A printed key or payload that does not say what the decoder prints; the message becomes decode_error."""
+
+
+def _key_and_payload(tail: str) -> tuple[str | None, str | None]:
+    """The printed key and payload of a record line's tail; None for what is not printed.
+
+    A JSON key ends where its JSON ends, so a ` payload: ` inside it does not split it.
+    """
+    if tail.startswith(_PAYLOAD_PREFIX):
+        return None, tail[len(_PAYLOAD_PREFIX) :]
+    if not tail.startswith(_KEY_PREFIX):
+        return None, None
+    text = tail[len(_KEY_PREFIX) :]
+    if text.startswith("{"):
+        try:
+            end = _JSON.raw_decode(text)[1]
+        except ValueError:
+            end = None
+        if end == len(text):
+            return text, None
+        if end is not None and text.startswith(_PAYLOAD_PREFIX, end):
+            return text[:end], text[end + len(_PAYLOAD_PREFIX) :]
+    key, separator, payload = text.partition(_PAYLOAD_PREFIX)
+    return key, payload if separator else None
+
+
+def _decoded_text(
+    fields_of: Callable[[str, str | None, dict[str, Any]], None], key: str | None, payload: str | None
+) -> dict[str, Any]:
+    """The columns `fields_of` reads from a printed key and payload; a fault keeps what came before it."""
+    fields: dict[str, Any] = {}
+    try:
+        if key is None and payload is None:
+            raise _TextError("the dump does not print the record (no --print-data-log or decoder option)")
+        if key is None:
+            raise _TextError("record has no key")
+        unknown = _UNKNOWN_KEY_TEXT.fullmatch(key)
+        if unknown:
+            fields["key_version"] = _checked(int(unknown.group("version") or unknown.group("type")), "int16", "key")
+            raise _TextError(f"kafka-dump-log printed {key!r}")
+        error = _DECODER_ERROR_TEXT.fullmatch(key)
+        if error:
+            raise _TextError(f"kafka-dump-log could not decode the record: {error.group('reason')}")
+        fields_of(key, payload, fields)
+    except _TextError as exc:
+        fields["decode_error"] = str(exc)
+    return fields
+
+
+def _checked(value: Any, kind: str, name: str) -> int:
+    """An integer of a Kafka type from text or JSON; anything else is a decode error, not a crash later."""
+    if isinstance(value, str) and re.fullmatch(_INT, value):
+        value = int(value)
+    bits = _INT_BITS[kind]
+    if not isinstance(value, int) or isinstance(value, bool) or not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise _TextError(f"{name} {value!r} is not an {kind}")
+    return value
+
+
+def _json_object(text: str, name: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise _TextError(f"{name} is not JSON: {exc}") from None
+    if not isinstance(value, dict) or not isinstance(value.get("data"), dict):
+        raise _TextError(f"{name} is not a decoder JSON object with a `data` object")
+    return value
+
+
+def _json_field(data: dict[str, Any], name: str, kind: str) -> Any:
+    if name not in data:
+        raise _TextError(f"{name} is not printed")
+    value = data[name]
+    if kind == "string":
+        if not isinstance(value, str):
+            raise _TextError(f"{name} {value!r} is not a string")
+        return value
+    return _checked(value, kind, name)
+
+
+def _printed_version(wrapper: dict[str, Any], name: str) -> int:
+    """The version a decoder JSON wrapper prints: `version` for values (`type` before apache/kafka#18505)."""
+    return _checked(wrapper.get("version", wrapper.get("type")), "int16", f"{name} version")
+
+
+def _state(value: Any) -> tuple[int, str | None]:
+    """(state id, name) from a printed state: its name, or the id 4.x printed before KAFKA-20712."""
+    if isinstance(value, str) and value in TRANSACTION_STATES:
+        return TRANSACTION_STATES.index(value), value
+    state = _checked(value, "int8", "state")
+    return state, TRANSACTION_STATES[state] if 0 <= state < len(TRANSACTION_STATES) else None
+
+
+def _text_partitions(printed: str) -> list[dict[str, Any]]:
+    """`[t-0,u-1]` / `Set(t-0, u-1)` as the `partitions` column: one entry per topic, in printed order."""
+    by_topic: dict[str, list[int]] = {}
+    for item in filter(None, (part.strip() for part in printed.split(","))):
+        topic_partition = _TOPIC_PARTITION.fullmatch(item)
+        if topic_partition is None:
+            raise _TextError(f"partition {item!r} is not <topic>-<partition>")
+        partition = _checked(topic_partition.group("partition"), "int32", "partition")
+        by_topic.setdefault(topic_partition.group("topic"), []).append(partition)
+    return [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()]
+
+
+def _transaction_log_fields(key: str, payload: str | None, fields: dict[str, Any]) -> None:
+    if key.startswith("{"):
+        _json_transaction_log_fields(key, payload, fields)
+        return
+    printed_key = _TXN_LOG_TEXT_KEY.fullmatch(key)
+    if printed_key is None:
+        raise _TextError("key is not --transaction-log-decoder output")
+    fields.update(key_version=0, transactional_id=printed_key.group("transactional_id"))
+    fields["is_tombstone"] = payload == DELETED_VALUE
+    if payload == DELETED_VALUE:
+        return
+    value = _TXN_LOG_TEXT_VALUE.fullmatch(payload or "")
+    if value is None:
+        raise _TextError("payload is not --transaction-log-decoder output")
+    state, state_name = _state(value.group("state"))
+    fields.update(
+        producer_id=_checked(value.group("producer_id"), "int64", "producerId"),
+        producer_epoch=_checked(value.group("producer_epoch"), "int16", "producerEpoch"),
+        state=state,
+        state_name=state_name,
+        partitions=_text_partitions(value.group("list") if value.group("set") is None else value.group("set")),
+        last_update_timestamp_ms=_checked(value.group("last_update"), "int64", "txnLastUpdateTimestamp"),
+        transaction_timeout_ms=_checked(value.group("timeout"), "int32", "txnTimeoutMs"),
+    )
+
+
+def _json_transaction_log_fields(key: str, payload: str | None, fields: dict[str, Any]) -> None:
+    """4.x JSON: `{"type":"0","data":{"transactionalId":...}}` and `{"version":"1","data":{...}}`."""
+    printed_key = _json_object(key, "key")
+    fields["key_version"] = _checked(printed_key.get("type"), "int16", "key type")
+    if fields["key_version"] != 0:
+        raise _TextError(f"key type {fields['key_version']} is not a TransactionLogKey (0)")
+    fields["transactional_id"] = _json_field(printed_key["data"], "transactionalId", "string")
+    fields["is_tombstone"] = payload == DELETED_VALUE
+    if payload == DELETED_VALUE:
+        return
+    value = _json_object(payload or "", "payload")
+    data = value["data"]
+    version = fields["value_version"] = _printed_version(value, "value")
+    if version >= 1:
+        fields.update(V1_TAGGED_FIELD_DEFAULTS)
+    fields["producer_id"] = _json_field(data, "producerId", "int64")
+    fields["producer_epoch"] = _json_field(data, "producerEpoch", "int16")
+    fields["transaction_timeout_ms"] = _json_field(data, "transactionTimeoutMs", "int32")
+    if "transactionStatus" not in data:
+        raise _TextError("transactionStatus is not printed")
+    fields["state"], fields["state_name"] = _state(data["transactionStatus"])
+    fields["partitions"] = _json_partitions(data.get("transactionPartitions"))
+    fields["last_update_timestamp_ms"] = _json_field(data, "transactionLastUpdateTimestampMs", "int64")
+    fields["start_timestamp_ms"] = _json_field(data, "transactionStartTimestampMs", "int64")
+    for column, name, kind in (
+        ("previous_producer_id", "previousProducerId", "int64"),
+        ("next_producer_id", "nextProducerId", "int64"),
+        ("client_transaction_version", "clientTransactionVersion", "int16"),
+        ("next_producer_epoch", "nextProducerEpoch", "int16"),
+    ):
+        if name in data:
+            fields[column] = _json_field(data, name, kind)
+
+
+def _json_partitions(printed: Any) -> list[dict[str, Any]] | None:
+    if printed is None:
+        return None
+    if not isinstance(printed, list) or not all(isinstance(entry, dict) for entry in printed):
+        raise _TextError("transactionPartitions is not a list of objects")
+    partitions = []
+    for entry in printed:
+        ids = entry.get("partitionIds")
+        if not isinstance(ids, list):
+            raise _TextError("partitionIds is not a list")
+        partitions.append(
+            {
+                "topic": _json_field(entry, "topic", "string"),
+                "partitions": [_checked(partition, "int32", "partition id") for partition in ids],
+            }
+        )
+    return partitions
+
+
+def _offset_commit_fields(key: str, payload: str | None, fields: dict[str, Any]) -> None:
+    if key.startswith("{"):
+        _json_offset_commit_fields(key, payload, fields)
+        return
+    if _GROUP_METADATA_TEXT_KEY.fullmatch(key):
+        fields["key_version"] = GROUP_METADATA_KEY_VERSION
+        return
+    printed_key = _OFFSET_COMMIT_TEXT_KEY.fullmatch(key)
+    value_pattern = _OFFSET_COMMIT_TEXT_VALUE
+    if printed_key is None:
+        printed_key, value_pattern = _OLD_OFFSET_TEXT_KEY.fullmatch(key), _OLD_OFFSET_TEXT_VALUE
+    if printed_key is None:
+        raise _TextError("key is not --offsets-decoder output")
+    fields.update(
+        group=printed_key.group("group"),
+        committed_topic=printed_key.group("topic"),
+        committed_partition=_checked(printed_key.group("partition"), "int32", "partition"),
+        is_tombstone=payload == DELETED_VALUE,
+    )
+    if payload == DELETED_VALUE:
+        return
+    value = value_pattern.fullmatch(payload or "")
+    if value is None:
+        raise _TextError("payload is not --offsets-decoder output")
+    # The decoders print the metadata only when it is not empty.
+    fields.update(
+        committed_offset=_checked(value.group("offset"), "int64", "offset"), metadata=value.group("metadata") or ""
+    )
+
+
+def _json_offset_commit_fields(key: str, payload: str | None, fields: dict[str, Any]) -> None:
+    """3.5+ JSON: `{"type":"1","data":{"group","topic","partition"}}` and `{"version":"3","data":{...}}`;
+    0.11-2.4 printed a group metadata key as `{"metadata":"<group>"}`."""
+    try:
+        legacy_group_key = json.loads(key)
+    except ValueError:
+        legacy_group_key = None
+    if isinstance(legacy_group_key, dict) and set(legacy_group_key) == {"metadata"}:
+        fields["key_version"] = GROUP_METADATA_KEY_VERSION
+        return
+    printed_key = _json_object(key, "key")
+    version = fields["key_version"] = _checked(printed_key.get("type"), "int16", "key type")
+    if version == GROUP_METADATA_KEY_VERSION:
+        return
+    if version not in (0, 1):
+        raise _TextError(f"key type {version} is not an OffsetCommitKey (0, 1) or GroupMetadataKey (2)")
+    data = printed_key["data"]
+    fields["group"] = _json_field(data, "group", "string")
+    fields["committed_topic"] = _json_field(data, "topic", "string")
+    fields["committed_partition"] = _json_field(data, "partition", "int32")
+    fields["is_tombstone"] = payload == DELETED_VALUE
+    if payload == DELETED_VALUE:
+        return
+    value = _json_object(payload or "", "payload")
+    data = value["data"]
+    version = fields["value_version"] = _printed_version(value, "value")
+    fields["committed_offset"] = _json_field(data, "offset", "int64")
+    if version >= 3:
+        fields["leader_epoch"] = _json_field(data, "leaderEpoch", "int32")
+    fields["metadata"] = _json_field(data, "metadata", "string")
+    fields["commit_timestamp"] = _json_field(data, "commitTimestamp", "int64")
+    if version == 1:
+        fields["expire_timestamp"] = _json_field(data, "expireTimestamp", "int64")
+
+
 class _DumpParser:
     """Line-by-line state machine behind parse_dump: the open section and the rows record lines amend."""
 
@@ -361,11 +669,14 @@ class _DumpParser:
         self.batches: list[dict[str, Any]] = []
         self.snapshot_entries: list[dict[str, Any]] = []
         self.txn_index_entries: list[dict[str, Any]] = []
+        self.transaction_log: list[dict[str, Any]] = []
+        self.offset_commit_records: list[dict[str, Any]] = []
         self.line_counts: Counter[str] = Counter(dict.fromkeys(LINE_KINDS, 0))
         self.unknown_lines: list[tuple[int, str]] = []
         self.notes: list[str] = []
         self.section = _Section()
         self.last_batch: dict[str, Any] | None = None  # the row the next record lines belong to
+        self.record_timestamps: list[int | None] = []  # of the record lines printed under a v2 batch line
         self.deep_group: _DeepGroup | None = None
         self.line_handlers: list[tuple[re.Pattern[str], str, Callable[[int, re.Match[str]], None]]] = [
             (_PIPE_RECORD, RECORD, self._on_pipe_record),
@@ -396,6 +707,8 @@ class _DumpParser:
             line_counts=dict(self.line_counts),
             unknown_lines=self.unknown_lines,
             notes=self.notes,
+            transaction_log=self.transaction_log,
+            offset_commit_records=self.offset_commit_records,
         )
 
     def _feed(self, line_number: int, line: str) -> None:
@@ -512,6 +825,7 @@ class _DumpParser:
         _fill_codec_fields(row, match)
         self._append_batch(row, section)
         self.last_batch = row
+        self.record_timestamps = []
         section.next_position = position + size
 
     def _on_legacy_batch(self, line_number: int, match: re.Match[str]) -> None:
@@ -544,6 +858,7 @@ class _DumpParser:
     def _on_pipe_record(self, line_number: int, match: re.Match[str]) -> None:
         row = self.last_batch
         offset = int(match.group("offset"))
+        self._on_coordinator_record(match, row if row is not None and _holds_offset(row, offset) else None)
         control_type, coordinator_epoch = _control_fields(match)
         if row is None or not _holds_offset(row, offset):
             if control_type is not None:
@@ -558,6 +873,14 @@ class _DumpParser:
         if control_type is not None:
             row["control_type"] = control_type
             row["coordinator_epoch"] = coordinator_epoch
+        if row["entry_status"] == STATUS_OK:
+            self._on_record_timestamp(row, _timestamp(match))
+
+    def _on_record_timestamp(self, row: dict[str, Any], timestamp: int | None) -> None:
+        """`max_record_timestamp` of a v2 batch row, once its lines have shown every record's timestamp."""
+        self.record_timestamps.append(timestamp)
+        shown = len(self.record_timestamps) == row["record_count"] and None not in self.record_timestamps
+        row["max_record_timestamp"] = max(self.record_timestamps) if shown else None
 
     def _on_deep_record(self, line_number: int, match: re.Match[str]) -> None:
         section = self.section
@@ -568,6 +891,49 @@ class _DumpParser:
             self._claim_section(line_number)
             group = self.deep_group = _DeepGroup(section=section, position=position)
         group.records.append(match)
+        self._on_coordinator_record(match, _deep_record_batch(group, match))
+
+    # --- coordinator-topic records --------------------------------------------------------------------
+
+    def _on_coordinator_record(self, match: re.Match[str], batch: dict[str, Any] | None) -> None:
+        """A data record of `__transaction_state`, or of a transactional `__consumer_offsets` batch, as a row.
+
+        `batch` is the row of the batch holding the record, None when no batch line was printed for it.
+        """
+        section = self.section
+        if section.skipped or section.topic not in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
+            return
+        if _control_fields(match)[0] is not None:
+            return
+        if section.topic == CONSUMER_OFFSETS_TOPIC and (batch is None or not batch["is_transactional"]):
+            return
+        key, payload = _key_and_payload(match.group("tail"))
+        row: dict[str, Any] = {
+            "topic": section.topic,
+            "partition": section.partition,
+            "record_offset": int(match.group("offset")),
+            "segment_base_offset": section.base_offset,
+            "source_file": self.source_file,
+            "source_format": SOURCE_FORMAT,
+        }
+        if batch is not None:
+            row.update(batch_base_offset=batch["base_offset"], position=batch["position"])
+        if section.topic == TRANSACTION_STATE_TOPIC:
+            row["record_timestamp"] = _timestamp(match)
+            if batch is not None:
+                row.update(
+                    batch_timestamp=batch["max_timestamp"],
+                    partition_leader_epoch=batch["partition_leader_epoch"],
+                    batch_is_transactional=batch["is_transactional"],
+                    batch_compression=batch["compression"],
+                    batch_producer_id=batch["producer_id"],
+                )
+            row.update(_decoded_text(_transaction_log_fields, key, payload))
+            self.transaction_log.append(row)
+        else:
+            row.update(producer_id=batch["producer_id"], producer_epoch=batch["producer_epoch"])
+            row.update(_decoded_text(_offset_commit_fields, key, payload))
+            self.offset_commit_records.append(row)
 
     def _flush_deep_group(self) -> None:
         group, self.deep_group = self.deep_group, None
@@ -595,6 +961,7 @@ class _DumpParser:
                 last_sequence=_int(last.group("sequence")),
                 is_transactional=_bool(first.group("transactional")),
                 is_control=False,
+                max_record_timestamp=row["max_timestamp"],  # the row holds exactly the printed records
             )
         else:
             # v2 records print a constant `isvalid: true`; only legacy messages carry their own CRC.
@@ -783,3 +1150,22 @@ def read_dumplog_snapshots(spark: SparkSession, paths: list[str]) -> DataFrame:
 def read_dumplog_txn_index(spark: SparkSession, paths: list[str]) -> DataFrame:
     """Aborted-transaction entries (schema TXN_INDEX_ENTRIES) of `.txnindex` dumps."""
     return _map_dumps(spark, paths, TXN_INDEX_ENTRIES, lambda parsed, _: parsed.txn_index_entries)
+
+
+def read_dumplog_transaction_log(spark: SparkSession, paths: list[str], settings: Settings) -> DataFrame:
+    """`transaction_log` rows (schema TRANSACTION_LOG) of the `__transaction_state` sections of dump files."""
+    return _map_dumps(
+        spark, paths, TRANSACTION_LOG, lambda parsed, _: parsed.transaction_log, settings.ingest.skip_dir_suffixes
+    )
+
+
+def read_dumplog_offset_commit_records(spark: SparkSession, paths: list[str], settings: Settings) -> DataFrame:
+    """Records (schema OFFSET_COMMITS) of the transactional batches of `__consumer_offsets` sections of dump files,
+    group metadata records (key version 2) included, as `internal_topics.read_internal_segments` gives them."""
+    return _map_dumps(
+        spark,
+        paths,
+        OFFSET_COMMITS,
+        lambda parsed, _: parsed.offset_commit_records,
+        settings.ingest.skip_dir_suffixes,
+    )

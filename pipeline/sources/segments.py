@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import astuple, dataclass, replace
+from functools import partial
 
 import pyarrow as pa
 from pyarrow import fs as pafs
@@ -50,6 +51,7 @@ SEGMENT_DESCRIPTOR = T.StructType(
         T.StructField("size", T.LongType(), False),
         T.StructField("start", T.LongType(), False),
         T.StructField("end", T.LongType(), True),
+        T.StructField("mtime_ns", T.LongType(), True),
     ]
 )
 
@@ -61,7 +63,8 @@ class SegmentFile:
     """One `.log` segment to decode; `location` is a local path or a URI that executors open as is.
 
     A task decodes the entries that start in the byte range [start, end) of the file; `end` None means up to
-    the end of the file as the task finds it.
+    the end of the file as the task finds it. `size` and `mtime_ns` (nanoseconds since the epoch, None when the
+    filesystem gives no modification time) are those of the listing; the incremental ingest compares them.
     """
 
     location: str
@@ -72,6 +75,7 @@ class SegmentFile:
     size: int
     start: int = 0
     end: int | None = None
+    mtime_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -111,23 +115,30 @@ def discover_segments(roots: list[str], ingest: IngestSettings) -> Discovery:
     return Discovery(segments, skipped)
 
 
-def read_segments(spark: SparkSession, roots: list[str], settings: Settings) -> DataFrame:
+def read_segments(
+    spark: SparkSession, roots: list[str], settings: Settings, segments: list[SegmentFile] | None = None
+) -> DataFrame:
     """All entries of all segments under `roots` as a DataFrame with exactly the `BATCHES` schema.
 
+    `segments`, when given, are the files to decode instead of all of them: some of those `discover_segments`
+    found under `roots` (the incremental ingest passes the ones it re-reads; none gives an empty DataFrame).
     A file larger than `segment_split_bytes` is cut into byte ranges of that size (`split_segment`), so one
     large segment does not keep a single core busy. There is at least one task per `segment_split_bytes` of
     input and never more tasks than ranges; ranges are dealt to tasks largest first, so the ranges of a large
     file go to different tasks. Each task streams its ranges in bounded windows. A file that cannot be opened or
     read yields a row with entry_status `unreadable` (one per range) instead of failing the job.
     """
-    discovery = discover_segments(roots, settings.ingest)
+    if segments is None:
+        segments = discover_segments(roots, settings.ingest).segments
+    if not segments:
+        return spark.createDataFrame([], BATCHES)
     split_bytes = settings.ingest.segment_split_bytes
-    ranges = [piece for segment in discovery.segments for piece in split_segment(segment, split_bytes)]
-    total_bytes = sum(segment.size for segment in discovery.segments)
+    ranges = [piece for segment in segments for piece in split_segment(segment, split_bytes)]
+    total_bytes = sum(segment.size for segment in segments)
     tasks = min(len(ranges), max(spark.sparkContext.defaultParallelism, math.ceil(total_bytes / split_bytes)))
     log.info(
         "decoding %d segment files (%d bytes) as %d byte ranges in %d tasks",
-        len(discovery.segments),
+        len(segments),
         total_bytes,
         len(ranges),
         tasks,
@@ -135,7 +146,8 @@ def read_segments(spark: SparkSession, roots: list[str], settings: Settings) -> 
     ranges.sort(key=lambda piece: _range_end(piece) - piece.start, reverse=True)
     tasks_ranges = [[astuple(piece) for piece in ranges[task::tasks]] for task in range(tasks)]
     rows = spark.sparkContext.parallelize(tasks_ranges, tasks).flatMap(lambda task_ranges: task_ranges)
-    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(decode_descriptors, BATCHES)
+    decode = partial(decode_descriptors, verify_records=settings.ingest.verify_records)
+    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(decode, BATCHES)
 
 
 def split_segment(segment: SegmentFile, split_bytes: int) -> list[SegmentFile]:
@@ -158,15 +170,17 @@ def _range_end(segment: SegmentFile) -> int:
     return segment.size if segment.end is None else segment.end
 
 
-def decode_descriptors(descriptor_batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def decode_descriptors(
+    descriptor_batches: Iterator[pa.RecordBatch], verify_records: bool = True
+) -> Iterator[pa.RecordBatch]:
     """Executor side of `read_segments`: segment descriptors in, `BATCHES` record batches out."""
     for descriptors in descriptor_batches:
         for descriptor in descriptors.to_pylist():
-            yield from decode_file(SegmentFile(**descriptor))
+            yield from decode_file(SegmentFile(**descriptor), verify_records)
 
 
-def decode_file(segment: SegmentFile) -> Iterator[pa.RecordBatch]:
-    """Stream-decode the entries that start in the segment's byte range.
+def decode_file(segment: SegmentFile, verify_records: bool = True) -> Iterator[pa.RecordBatch]:
+    """Stream-decode the entries that start in the segment's byte range (records walked with `verify_records`).
 
     An I/O error ends it with one `unreadable` row at the failing position.
     """
@@ -179,7 +193,8 @@ def decode_file(segment: SegmentFile) -> Iterator[pa.RecordBatch]:
             if first is None:
                 return
             source.seek(first)
-            for table in iter_decoded(source.read, file_size, start=first, end=segment.end):
+            decoded = iter_decoded(source.read, file_size, start=first, end=segment.end, verify_records=verify_records)
+            for table in decoded:
                 last = table.num_rows - 1
                 resume_position = table["position"][last].as_py() + table["size_bytes"][last].as_py()
                 yield from _with_provenance(table, segment).to_batches()
@@ -222,6 +237,7 @@ class RootListing:
     base: str  # the root's path on `filesystem`
     location: str  # the root as file locations start: a URI root keeps its scheme
     files: dict[str, int]  # path relative to the root -> size, sorted
+    mtimes_ns: dict[str, int | None]  # path relative to the root -> modification time, if the filesystem has one
 
     def location_of(self, relative: str) -> str:
         return _join(self.location, relative)
@@ -244,7 +260,14 @@ def list_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) ->
         raise InputError(root, "log root is not a directory")
     base = path.rstrip("/")
     location = root if _URI_SCHEME.match(root) else base
-    return RootListing(filesystem, base, location, _list_files(filesystem, base, location, skip_suffixes, skipped))
+    infos = _list_files(filesystem, base, location, skip_suffixes, skipped)
+    return RootListing(
+        filesystem,
+        base,
+        location,
+        {relative: info.size for relative, info in infos.items()},
+        {relative: info.mtime_ns for relative, info in infos.items()},
+    )
 
 
 def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) -> list[SegmentFile]:
@@ -277,6 +300,7 @@ def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir
                 broker_id=broker_ids[log_dir],
                 segment_base_offset=int(segment.group(1)),
                 size=size,
+                mtime_ns=listing.mtimes_ns[relative],
             )
         )
     return segments
@@ -284,9 +308,9 @@ def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir
 
 def _list_files(
     filesystem: pafs.FileSystem, base: str, location: str, skip_suffixes: list[str], skipped: list[SkippedDir]
-) -> dict[str, int]:
-    """Files under `base` (relative path -> size, sorted), leaving out directories with a skip suffix."""
-    files: dict[str, int] = {}
+) -> dict[str, pafs.FileInfo]:
+    """Files under `base` (relative path -> listing entry, sorted), leaving out directories with a skip suffix."""
+    files: dict[str, pafs.FileInfo] = {}
     skipped_here: set[str] = set()
     for entry in filesystem.get_file_info(pafs.FileSelector(base, recursive=True)):
         if entry.type != pafs.FileType.File:
@@ -295,7 +319,7 @@ def _list_files(
         *dirs, _ = relative.split("/")
         excluded = next((depth for depth, name in enumerate(dirs) if name.endswith(tuple(skip_suffixes))), None)
         if excluded is None:
-            files[relative] = entry.size
+            files[relative] = entry
         elif (skipped_dir := "/".join(dirs[: excluded + 1])) not in skipped_here:
             skipped_here.add(skipped_dir)
             suffix = next(suffix for suffix in skip_suffixes if dirs[excluded].endswith(suffix))

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from deltalake import Field as DeltaField
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.fs import DeltaStorageHandler
@@ -209,7 +210,8 @@ def _layout(
             raise TableSchemaError(f"{location}: the table is partitioned by {current}, not {list(partition_by)}")
         table_schema = _spark_schema(table)
         _check_fits(location, df_schema, table_schema)
-        layout = _Layout(table_schema, current, False)
+        added = [field for field in df_schema.fields if field.name not in table_schema.fieldNames()]
+        layout = _Layout(T.StructType(table_schema.fields + _as_nullable(T.StructType(added)).fields), current, False)
     _check_partition_columns(location, layout)
     return layout
 
@@ -227,12 +229,12 @@ def _as_nullable(data_type: T.DataType) -> T.DataType:
 
 
 def _check_fits(location: str, df_schema: T.StructType, table_schema: T.StructType) -> None:
-    """Every column of the data must be a table column of the same type; missing columns read as null."""
+    """Columns the table has must keep their type; missing columns read as null, new ones are added."""
     table_types = {field.name: field.dataType.simpleString() for field in table_schema.fields}
     misfits = [
         f"{field.name} {field.dataType.simpleString()}"
         for field in df_schema.fields
-        if table_types.get(field.name) != field.dataType.simpleString()
+        if table_types.get(field.name, field.dataType.simpleString()) != field.dataType.simpleString()
     ]
     if misfits:
         raise TableSchemaError(
@@ -380,6 +382,7 @@ def _commit(
                 commit_properties=properties,
             )
         else:
+            _add_columns(table, layout.schema)
             table.create_write_transaction(
                 adds,
                 "append" if mode == APPEND else "overwrite",
@@ -412,6 +415,18 @@ def _find_commit(location: str, write_id: str, base_version: int) -> int | None:
         if commit.get("userMetadata") == write_id:
             return commit["version"]
     return None
+
+
+def _add_columns(table: DeltaTable, schema: T.StructType) -> None:
+    """Add the columns a newer release writes, as delta-spark's mergeSchema does.
+
+    A metadata-only commit of nullable columns: rows written before read them as null, so it is harmless on its
+    own should the data commit that follows fail.
+    """
+    existing = set(_spark_schema(table).fieldNames())
+    added = [field for field in schema.fields if field.name not in existing]
+    if added:
+        table.alter.add_columns([DeltaField.from_json(json.dumps(field.jsonValue())) for field in added])
 
 
 def _commit_landed(location: str, write_id: str, base_version: int) -> bool:

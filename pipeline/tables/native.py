@@ -24,7 +24,7 @@ class NativeBackend:
         return DeltaTable.isDeltaTable(self._spark, spark_uri(location))
 
     def append(self, df: DataFrame, location: str, partition_by: list[str] | None) -> int:
-        return self._save(df.write.mode("append"), location, partition_by)
+        return self._save(df.write.mode("append").option("mergeSchema", "true"), location, partition_by)
 
     def overwrite(self, df: DataFrame, location: str, partition_by: list[str] | None) -> int:
         return self._save(df.write.mode("overwrite").option("overwriteSchema", "true"), location, partition_by)
@@ -34,6 +34,7 @@ class NativeBackend:
     ) -> int:
         # delta-spark fails the write, committing nothing, when a row does not match the predicate.
         writer = df.write.mode("overwrite").option("replaceWhere", replace_where_predicate(values))
+        writer = writer.option("mergeSchema", "true")  # columns a newer release writes are added
         return self._save(writer, location, partition_by)
 
     def read(self, location: str, schema: StructType | None, version: int | None) -> DataFrame:

@@ -1,0 +1,511 @@
+"""`__transaction_state` alone (spec §6.7): the coordinator's own records checked against its state machine.
+
+Rows come from the `transaction_log` table (one per record). Transitions are checked between consecutive
+records of one transactional id, and only where the partition is not yet cleaned: compaction removes
+intermediate states, so two records that survived it need not be neighbours in the coordinator's history. The
+uncleaned part starts at the `cleaner-offset-checkpoint` value, or after the last gap in the partition's record
+offsets when that is higher (the topic is written without transactions, so any missing offset was cleaned).
+A tombstone ends an id's history; the record after it starts a new one.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import INT32_MAX, explode_findings, finding
+from pipeline.audit.registry import rule
+from pipeline.audit.replay import TP
+from pipeline.config import AuditSettings
+from schemas.checkpoints import CLEANER_OFFSET
+
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = range(8)
+PREPARE_STATES = (PREPARE_COMMIT, PREPARE_ABORT)
+COMPLETE_STATES = (COMPLETE_COMMIT, COMPLETE_ABORT)
+EXPIRABLE_STATES = (EMPTY, *COMPLETE_STATES)
+VALID_PREVIOUS_STATES = {  # spec §5.2; PrepareAbort's Empty/Complete* predecessors only under TV2 (empty abort)
+    EMPTY: (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT),
+    ONGOING: (ONGOING, EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT),
+    PREPARE_COMMIT: (ONGOING,),
+    PREPARE_ABORT: (ONGOING, PREPARE_EPOCH_FENCE),
+    COMPLETE_COMMIT: (PREPARE_COMMIT,),
+    COMPLETE_ABORT: (PREPARE_ABORT,),
+    DEAD: (EMPTY, COMPLETE_ABORT, COMPLETE_COMMIT),
+    PREPARE_EPOCH_FENCE: (ONGOING,),
+}
+TV2_EMPTY_ABORT_PREVIOUS = (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+TIMEOUT_CHECK_INTERVAL_MS = 10_000  # the coordinator looks for timed-out transactions this often
+PREPARE_STUCK_MS = 5 * 60_000  # "a few minutes" of spec §6.7 TSL-012: markers are normally written in seconds
+
+KEY_VERSION = rule(
+    "TSL-001",
+    "KEY_VERSION",
+    "WARN",
+    "6.7",
+    "A __transaction_state key version other than 0; the coordinator skips such records on load.",
+)
+VALUE_VERSION = rule(
+    "TSL-002",
+    "VALUE_VERSION",
+    "ERROR",
+    "6.7",
+    "A value version outside 0-1 (ERROR). A version-1 value is INFO when the configured broker version is below "
+    "4.0: the spec's condition (written while transaction.version = 0) is not in the log, and a broker before 4.0 "
+    "has no transaction.version to raise.",
+    also=("INFO",),
+)
+STATUS_INVALID = rule(
+    "TSL-003",
+    "STATUS_INVALID",
+    "ERROR",
+    "6.7",
+    "A transaction status outside 0-7, or Dead (6) / PrepareEpochFence (7), which are never persisted.",
+)
+EMPTY_SHAPE = rule(
+    "TSL-004",
+    "EMPTY_SHAPE",
+    "ERROR",
+    "6.7",
+    "An Empty record with partitions or a start timestamp other than -1. An empty partition array is accepted "
+    "like a null one: kafka-dump-log text prints both alike.",
+)
+COMPLETE_SHAPE = rule(
+    "TSL-005",
+    "COMPLETE_SHAPE",
+    "ERROR",
+    "6.7",
+    "CompleteCommit/CompleteAbort with partitions or a start timestamp of -1; Ongoing/Prepare* without "
+    "partitions (ERROR), except a TV2 PrepareAbort of an empty transaction (INFO).",
+    also=("INFO",),
+)
+ILLEGAL_TRANSITION = rule(
+    "TSL-006",
+    "ILLEGAL_TRANSITION",
+    "ERROR",
+    "6.7",
+    "Consecutive uncleaned records of one transactional id whose states are not a valid transition (spec §5.2).",
+)
+EPOCH_TRANSITION = rule(
+    "TSL-007",
+    "EPOCH_TRANSITION",
+    "ERROR",
+    "6.7",
+    "Producer id / epoch change that §5.3 does not allow: Empty not at the same epoch, +1, or a new producer id "
+    "at 0; Ongoing or Complete* changing them (except TV2 overflow to the next producer id at 0); Prepare* not "
+    "at the same epoch (TV0/1) or +1 (TV2), or not +1 (TV0/1) / +2 (TV2) for a fence or timeout abort.",
+)
+PARTITION_SET = rule(
+    "TSL-008",
+    "PARTITION_SET",
+    "ERROR",
+    "6.7",
+    "Ongoing followed by Ongoing whose partitions are not a superset, or Prepare* whose partitions differ from "
+    "the preceding Ongoing record's.",
+)
+TIMEOUT_CHANGED = rule(
+    "TSL-009",
+    "TIMEOUT_CHANGED",
+    "ERROR",
+    "6.7",
+    "The transaction timeout changes on a transition other than to Empty (InitProducerId).",
+)
+TIMEOUT_TOO_LARGE = rule(
+    "TSL-010",
+    "TIMEOUT_TOO_LARGE",
+    "WARN",
+    "6.7",
+    "A transaction timeout above audit.transaction_max_timeout_ms (transaction.max.timeout.ms) that is not the "
+    "two-phase-commit value Integer.MAX_VALUE; reported once per id and timeout value.",
+)
+TIME_REGRESSION = rule(
+    "TSL-011",
+    "TIME_REGRESSION",
+    "WARN",
+    "6.7",
+    "The last-update timestamp of a transactional id goes backwards from one record to the next.",
+)
+STUCK_STATE = rule(
+    "TSL-012",
+    "STUCK_STATE",
+    "WARN",
+    "6.7",
+    "The last record of an id is Ongoing past its start + timeout + 10 s, or Prepare* with no Complete* for more "
+    "than 5 minutes, at the reference time (--reference-time, else the partition's newest timestamp).",
+)
+EARLY_EXPIRY = rule(
+    "TSL-013",
+    "EARLY_EXPIRY",
+    "WARN",
+    "6.7",
+    "A tombstone for an id whose previous record is not expirable (Ongoing, Prepare*), or that was updated less "
+    "than audit.transactional_id_expiration_ms before the tombstone's batch timestamp.",
+)
+PID_SHARED = rule(
+    "TSL-014",
+    "PID_SHARED",
+    "CRITICAL",
+    "6.7",
+    "The same producer id is the current producer id of two transactional ids (latest record of each id, "
+    "across all partitions of the cluster's __transaction_state topic).",
+)
+BATCH_ATTRIBUTES = rule(
+    "TSL-015",
+    "BATCH_ATTRIBUTES",
+    "WARN",
+    "6.7",
+    "A __transaction_state batch that is transactional, compressed, or carries a producer id other than -1.",
+)
+
+
+def _partition_set(partitions: Column) -> Column:
+    """The partitions of a record as a sorted array of `topic-partition` names (null stays null)."""
+    names = F.flatten(
+        F.transform(
+            partitions,
+            lambda entry: F.transform(
+                entry["partitions"], lambda p: F.concat_ws("-", entry["topic"], p.cast("string"))
+            ),
+        )
+    )
+    return F.array_sort(F.array_distinct(names))
+
+
+def _state_in(column: Column, states) -> Column:
+    return column.isin(*states)
+
+
+def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints: DataFrame | None) -> DataFrame:
+    """Records of the audited replica of each partition, with their location and uncleaned flag."""
+    replicas = prepared.select(*TP, "broker_id").distinct()
+    records = transaction_log.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1))).join(
+        replicas, on=[*TP, "broker_id"], how="inner"
+    )
+    in_partition = Window.partitionBy(*TP).orderBy("record_offset")
+    gap_end = F.when(F.col("record_offset") > F.lag("record_offset").over(in_partition) + 1, F.col("record_offset"))
+    records = records.withColumn("_gap_end", gap_end).withColumn(
+        "uncleaned_from", F.max("_gap_end").over(Window.partitionBy(*TP))
+    )
+    if checkpoints is not None:
+        cleaner = (
+            checkpoints.where((F.col("kind") == CLEANER_OFFSET) & F.col("offset").isNotNull())
+            .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+            .groupBy(*TP, "broker_id")
+            .agg(F.max("offset").alias("cleaner_offset"))
+        )
+        records = records.join(cleaner, on=[*TP, "broker_id"], how="left").withColumn(
+            "uncleaned_from", F.greatest("uncleaned_from", "cleaner_offset")
+        )
+    return records.select(
+        *[column for column in records.columns if column != "is_tombstone"],
+        F.coalesce("is_tombstone", F.lit(False)).alias("is_tombstone"),
+        (F.col("record_offset") >= F.coalesce("uncleaned_from", F.lit(0))).alias("is_uncleaned"),
+        F.col("record_offset").alias("base_offset"),
+        F.col("record_offset").alias("last_offset"),
+        _partition_set(F.col("partitions")).alias("partition_set"),
+        (F.coalesce("client_transaction_version", F.lit(0)) == 2).alias("is_tv2"),
+    ).drop("_gap_end", "cleaner_offset")
+
+
+def record_checks(settings: AuditSettings) -> list[Column]:
+    """TSL-001..005 and TSL-015: each record on its own."""
+    state = F.col("state")
+    partitions = F.coalesce(F.size("partition_set"), F.lit(0))
+    value = ~F.col("is_tombstone") & state.isNotNull()
+    new_version_on_old_broker = F.lit(settings.broker_older_than("4.0")) & (F.col("value_version") == 1)
+    empty_abort = (state == PREPARE_ABORT) & F.col("is_tv2")
+    batch_problems = F.concat_ws(
+        ", ",
+        F.when(F.col("batch_is_transactional"), F.lit("transactional")),
+        F.when(F.col("batch_compression") != 0, F.format_string("compression %d", "batch_compression")),
+        F.when(F.col("batch_producer_id") != -1, F.format_string("producer id %d", "batch_producer_id")),
+    )
+    first_row_of_batch = F.row_number().over(
+        Window.partitionBy(*TP, "broker_id", "source_file", "batch_base_offset").orderBy("record_offset")
+    )
+    return [
+        finding(
+            KEY_VERSION,
+            F.col("key_version") != 0,
+            F.format_string("key version %d; the coordinator skips the record", "key_version"),
+            {"transactional_id": F.col("transactional_id")},
+        ),
+        finding(
+            VALUE_VERSION,
+            value & (~F.col("value_version").isin(0, 1) | new_version_on_old_broker),
+            F.format_string("value version %d of %s", "value_version", "transactional_id"),
+            {"transactional_id": F.col("transactional_id")},
+            severity=F.when(F.col("value_version") == 1, F.lit("INFO")).otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            STATUS_INVALID,
+            value & (~state.between(EMPTY, PREPARE_EPOCH_FENCE) | state.isin(DEAD, PREPARE_EPOCH_FENCE)),
+            F.format_string("%s persisted with status %d", "transactional_id", "state"),
+            {"transactional_id": F.col("transactional_id"), "state": F.col("state_name")},
+        ),
+        finding(
+            EMPTY_SHAPE,
+            value & (state == EMPTY) & ((partitions > 0) | (F.col("start_timestamp_ms") != -1)),
+            F.format_string(
+                "Empty record of %s with %d partition(s) and start timestamp %d",
+                "transactional_id",
+                partitions,
+                F.coalesce("start_timestamp_ms", F.lit(-1)),
+            ),
+            {"transactional_id": F.col("transactional_id"), "partitions": F.array_join("partition_set", ",")},
+        ),
+        finding(
+            COMPLETE_SHAPE,
+            value
+            & (
+                (_state_in(state, COMPLETE_STATES) & ((partitions > 0) | (F.col("start_timestamp_ms") == -1)))
+                | (_state_in(state, (ONGOING, *PREPARE_STATES)) & (partitions == 0))
+            ),
+            F.format_string(
+                "%s record of %s with %d partition(s) and start timestamp %d",
+                "state_name",
+                "transactional_id",
+                partitions,
+                F.coalesce("start_timestamp_ms", F.lit(-1)),
+            ),
+            {"transactional_id": F.col("transactional_id")},
+            severity=F.when(empty_abort & (partitions == 0), F.lit("INFO")).otherwise(F.lit("ERROR")),
+        ),
+        finding(
+            BATCH_ATTRIBUTES,
+            (first_row_of_batch == 1) & (F.length(batch_problems) > 0),
+            F.format_string("__transaction_state batch at offset %d: %s", "batch_base_offset", batch_problems),
+            {"batch_base_offset": F.col("batch_base_offset")},
+        ),
+    ]
+
+
+def _with_previous(records: DataFrame) -> DataFrame:
+    """Each uncleaned record of an id with the previous uncleaned record of the same id, if there is one."""
+    history = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
+    previous = F.lag(
+        F.struct(
+            "is_tombstone",
+            "state",
+            "state_name",
+            "producer_id",
+            "producer_epoch",
+            "next_producer_id",
+            "transaction_timeout_ms",
+            "partition_set",
+            "last_update_timestamp_ms",
+            "record_offset",
+        )
+    ).over(history)
+    return records.where(F.col("is_uncleaned") & F.col("transactional_id").isNotNull()).withColumn("prev", previous)
+
+
+def _epoch_allowed() -> Column:
+    """Spec §5.3: the producer id and epoch a state may follow its predecessor with."""
+    state, epoch, pid = F.col("state"), F.col("producer_epoch"), F.col("producer_id")
+    step = epoch - F.col("prev.producer_epoch")
+    same_pid = pid == F.col("prev.producer_id")
+    overflow = F.col("is_tv2") & (pid == F.col("prev.next_producer_id")) & (epoch == 0)
+    prepare_step = F.when(F.col("is_tv2"), step == 1).otherwise(step == 0)
+    abort_step = F.when(F.col("is_tv2"), step.isin(1, 2)).otherwise(step.isin(0, 1))  # +1 more for a fence
+    return (
+        F.when(state == EMPTY, (same_pid & step.isin(0, 1)) | (~same_pid & (epoch == 0)))
+        .when(state == ONGOING, same_pid & (step == 0))
+        .when(state == PREPARE_COMMIT, same_pid & prepare_step)
+        .when(
+            state == PREPARE_ABORT,
+            same_pid & F.when(F.col("prev.state") == ONGOING, abort_step).otherwise(prepare_step),
+        )
+        .when(_state_in(state, COMPLETE_STATES), (same_pid & (step == 0)) | overflow)
+        .otherwise(F.lit(True))  # Dead and PrepareEpochFence are never persisted: TSL-003
+    )
+
+
+def _valid_previous(state: Column, previous: Column, tv2: Column) -> Column:
+    allowed = F.lit(False)
+    for next_state, previous_states in VALID_PREVIOUS_STATES.items():
+        allowed = F.when(state == next_state, previous.isin(*previous_states)).otherwise(allowed)
+    return allowed | ((state == PREPARE_ABORT) & tv2 & previous.isin(*TV2_EMPTY_ABORT_PREVIOUS))
+
+
+def transition_checks(settings: AuditSettings) -> list[Column]:
+    """TSL-006..011 and TSL-013 between consecutive uncleaned records of one id."""
+    state = F.col("state")
+    pair = (
+        F.col("prev").isNotNull()
+        & ~F.col("prev.is_tombstone")
+        & ~F.col("is_tombstone")
+        & state.between(EMPTY, PREPARE_EPOCH_FENCE)
+        & F.col("prev.state").between(EMPTY, PREPARE_EPOCH_FENCE)
+    )
+    transition = F.format_string("%s -> %s of %s", "prev.state_name", "state_name", "transactional_id")
+    evidence = {
+        "transactional_id": F.col("transactional_id"),
+        "previous_offset": F.col("prev.record_offset"),
+        "previous_state": F.col("prev.state_name"),
+    }
+    added_dropped = F.array_join(F.array_except("prev.partition_set", "partition_set"), ",")
+    expiry_ms = settings.transactional_id_expiration_ms
+    too_early = F.col("prev.last_update_timestamp_ms") > F.col("batch_timestamp") - F.lit(expiry_ms)
+    return [
+        finding(
+            ILLEGAL_TRANSITION,
+            pair & ~_valid_previous(state, F.col("prev.state"), F.col("is_tv2")),
+            F.concat(transition, F.lit(" is not a valid transition")),
+            evidence,
+        ),
+        finding(
+            EPOCH_TRANSITION,
+            pair & ~_epoch_allowed(),
+            F.format_string(
+                "%s: producer %d epoch %d -> producer %d epoch %d",
+                transition,
+                "prev.producer_id",
+                "prev.producer_epoch",
+                "producer_id",
+                "producer_epoch",
+            ),
+            {
+                **evidence,
+                "previous_producer_id": F.col("prev.producer_id"),
+                "previous_epoch": F.col("prev.producer_epoch"),
+            },
+        ),
+        finding(
+            PARTITION_SET,
+            pair
+            & F.col("prev.state").eqNullSafe(ONGOING)
+            & (
+                ((state == ONGOING) & (F.size(F.array_except("prev.partition_set", "partition_set")) > 0))
+                | (_state_in(state, PREPARE_STATES) & ~F.col("prev.partition_set").eqNullSafe(F.col("partition_set")))
+            ),
+            F.format_string(
+                "%s: partitions [%s] -> [%s]",
+                transition,
+                F.array_join("prev.partition_set", ","),
+                F.array_join("partition_set", ","),
+            ),
+            {**evidence, "dropped": added_dropped},
+        ),
+        finding(
+            TIMEOUT_CHANGED,
+            pair & (state != EMPTY) & (F.col("transaction_timeout_ms") != F.col("prev.transaction_timeout_ms")),
+            F.format_string(
+                "%s: timeout %d ms -> %d ms", transition, "prev.transaction_timeout_ms", "transaction_timeout_ms"
+            ),
+            evidence,
+        ),
+        finding(
+            TIME_REGRESSION,
+            pair & (F.col("last_update_timestamp_ms") < F.col("prev.last_update_timestamp_ms")),
+            F.format_string(
+                "%s: last update %d -> %d", transition, "prev.last_update_timestamp_ms", "last_update_timestamp_ms"
+            ),
+            evidence,
+        ),
+        finding(
+            EARLY_EXPIRY,
+            F.col("is_tombstone")
+            & F.col("prev").isNotNull()
+            & ~F.col("prev.is_tombstone")
+            & (~F.col("prev.state").isin(*EXPIRABLE_STATES) | too_early),
+            F.format_string(
+                "tombstone for %s, last %s at %d, batch time %d",
+                "transactional_id",
+                "prev.state_name",
+                "prev.last_update_timestamp_ms",
+                "batch_timestamp",
+            ),
+            {**evidence, "transactional_id_expiration_ms": F.lit(expiry_ms)},
+        ),
+    ]
+
+
+def timeout_checks(settings: AuditSettings) -> list[Column]:
+    """TSL-010 once per id and timeout value (every record of the id would repeat it)."""
+    per_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
+    timeout = F.col("transaction_timeout_ms")
+    return [
+        finding(
+            TIMEOUT_TOO_LARGE,
+            (timeout > settings.transaction_max_timeout_ms)
+            & (timeout != INT32_MAX)
+            & ~F.lag(timeout).over(per_id).eqNullSafe(timeout),
+            F.format_string(
+                "%s: transaction timeout %d ms above transaction.max.timeout.ms %d",
+                "transactional_id",
+                "transaction_timeout_ms",
+                F.lit(settings.transaction_max_timeout_ms),
+            ),
+            {"transactional_id": F.col("transactional_id")},
+        )
+    ]
+
+
+def _latest_records(records: DataFrame, reference_time_ms: int | None) -> DataFrame:
+    """The last record of each id, with the time the partition is judged at."""
+    latest_first = Window.partitionBy(*TP, "transactional_id").orderBy(F.col("record_offset").desc())
+    newest = F.greatest(
+        F.max("batch_timestamp").over(Window.partitionBy(*TP)),
+        F.max("last_update_timestamp_ms").over(Window.partitionBy(*TP)),
+    )
+    reference = F.lit(reference_time_ms).cast("long") if reference_time_ms is not None else newest
+    return (
+        records.where(F.col("transactional_id").isNotNull())
+        .withColumn("reference_time_ms", reference)
+        .withColumn("_rank", F.row_number().over(latest_first))
+        .where(F.col("_rank") == 1)
+        .drop("_rank")
+    )
+
+
+def latest_checks() -> list[Column]:
+    """TSL-012 and TSL-014 on the last record of each id."""
+    state = F.col("state")
+    deadline = F.col("start_timestamp_ms") + F.col("transaction_timeout_ms") + TIMEOUT_CHECK_INTERVAL_MS
+    stuck = ~F.col("is_tombstone") & (
+        ((state == ONGOING) & (deadline < F.col("reference_time_ms")))
+        | (
+            _state_in(state, PREPARE_STATES)
+            & (F.col("last_update_timestamp_ms") + PREPARE_STUCK_MS < F.col("reference_time_ms"))
+        )
+    )
+    live = ~F.col("is_tombstone") & (F.col("producer_id") >= 0)
+    # One cluster has one __transaction_state topic, whose partitions together map ids to producer ids.
+    sharing = Window.partitionBy("topic", F.when(live, F.col("producer_id")))
+    ids_of_pid = F.array_sort(F.collect_set(F.when(live, F.col("transactional_id"))).over(sharing))
+    return [
+        finding(
+            STUCK_STATE,
+            stuck,
+            F.format_string(
+                "%s still %s at %d (last update %d)",
+                "transactional_id",
+                "state_name",
+                "reference_time_ms",
+                "last_update_timestamp_ms",
+            ),
+            {"transactional_id": F.col("transactional_id"), "reference_time_ms": F.col("reference_time_ms")},
+        ),
+        finding(
+            PID_SHARED,
+            live & (F.size(ids_of_pid) > 1),
+            F.format_string("producer %d is the current producer of %s", "producer_id", F.array_join(ids_of_pid, ", ")),
+            {"transactional_id": F.col("transactional_id"), "transactional_ids": F.array_join(ids_of_pid, ",")},
+        ),
+    ]
+
+
+def transaction_log_findings(
+    transaction_log: DataFrame,
+    prepared: DataFrame,
+    checkpoints: DataFrame | None,
+    settings: AuditSettings,
+    reference_time_ms: int | None,
+) -> DataFrame:
+    """Every §6.7 finding of the audited `__transaction_state` replicas."""
+    records = audited_records(transaction_log, prepared, checkpoints)
+    return (
+        explode_findings(records, record_checks(settings) + timeout_checks(settings))
+        .unionByName(explode_findings(_with_previous(records), transition_checks(settings)))
+        .unionByName(explode_findings(_latest_records(records, reference_time_ms), latest_checks()))
+    )

@@ -1,0 +1,363 @@
+"""Incremental ingest: which `.log` segments a run decodes again, and the `ingest_manifest` table that says why.
+
+Nightly runs read the same log dirs, where most segments are closed files unchanged since the night before.
+Every decoded segment gets a manifest row (`schemas.ingest_manifest`): size and modification time from the
+listing, and hashes of the first `HASHED_BYTES` bytes of its first and last entries (a v2 batch header up to the
+record count, so the stored CRC of the rest of the batch is hashed too). A later run sorts each segment of its
+log-dir inputs into one outcome:
+
+* `new`: no manifest row. Decoded.
+* `reread`: the active segment (the last of its partition directory, which the broker still appends to), or
+  any segment when `ingest.incremental` is off (`--full`). Decoded again.
+* `replaced`: size, modification time or broker id differ from the manifest row; or they match but an end
+  entry hashes differently (a file rewritten in place with the same size, as the log cleaner or recovery do),
+  or `batches` no longer holds exactly the rows the manifest counts for it. Decoded again.
+* `skipped`: none of the above. Its rows in `batches` are kept as they are.
+* `removed`: a manifest row of an ingested topic whose file is no longer in the input (retention deleted it,
+  or the input changed). Its rows go, since the audit must see the partition's retained log.
+
+The listing comparison runs on the driver. The hashes of the segments whose listing matches are recomputed on
+the executors in one small job (two reads of `HASHED_BYTES` per file, from the positions the manifest
+recorded), which also counts their rows in `batches`; no driver loop opens thousands of object-store files.
+A rewrite that keeps size, modification time and both end entries (an edit in the middle of a file followed by
+resetting its modification time) goes unnoticed; `--full` re-reads everything.
+
+`batches` is written as before, by replacing the partitions of the ingested topics, with the decoded rows plus
+the table's current rows of the skipped segments, so an incremental run leaves the rows a full one would. That
+job reads the table it overwrites, which is safe with both backends without persisting the rows first: the
+embedded backend has Spark write to a staging folder and commits afterwards, and delta-spark plans the scan of
+a non-time-travel read when the write's query runs, before its commit. Neither commit deletes data files
+(only VACUUM does), so every file the read needs stays in place until the job is done. The manifest is written
+after `batches`: a run failing in between leaves manifest rows describing older files, which can only make the
+next run decode more, and the row count check catches a `batches` table changed behind the manifest's back.
+
+Only `.log` segments are incremental. Dump text and columnar inputs are always replaced, and the small files
+beside the segments (indexes, snapshots, checkpoints) are always read again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pipeline.config import Settings
+from pipeline.tables.store import TableStore
+from schemas.batches import BATCHES, STATUS_UNREADABLE
+from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
+
+if TYPE_CHECKING:
+    from pipeline.sources.segments import SegmentFile
+
+log = logging.getLogger(__name__)
+
+TABLE = "ingest_manifest"
+NEW, REREAD, REPLACED, SKIPPED, REMOVED = "new", "reread", "replaced", "skipped", "removed"
+OUTCOMES = (NEW, REREAD, REPLACED, SKIPPED, REMOVED)
+HASHED_BYTES = 61  # kafka_format.RECORD_BATCH_OVERHEAD: a v2 batch header, stored CRC included
+
+_HASH_FIELDS = [
+    T.StructField("first_batch_hash", T.StringType(), True),
+    T.StructField("last_batch_hash", T.StringType(), True),
+]
+_CANDIDATES = T.StructType(
+    [
+        T.StructField("location", T.StringType(), False),
+        T.StructField("last_batch_position", T.LongType(), True),
+        T.StructField("recorded_first_hash", T.StringType(), False),
+        T.StructField("recorded_last_hash", T.StringType(), False),
+        T.StructField("rows_ingested", T.LongType(), False),
+    ]
+)
+_DECODED_FILES = T.StructType(
+    [
+        T.StructField("location", T.StringType(), False),
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("partition", T.IntegerType(), False),
+        T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("segment_base_offset", T.LongType(), False),
+        T.StructField("size_bytes", T.LongType(), False),
+        T.StructField("mtime_ns", T.LongType(), True),
+        T.StructField("is_active", T.BooleanType(), False),
+    ]
+)
+_LOCATIONS = T.StructType([T.StructField("location", T.StringType(), False)])
+# The manifest columns the driver compares with the listing.
+_RECORDED = (
+    "source_file",
+    "topic",
+    "broker_id",
+    "size_bytes",
+    "mtime_ns",
+    "first_batch_hash",
+    "last_batch_position",
+    "last_batch_hash",
+    "rows_ingested",
+)
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """What a run does with each `.log` segment of its log-dir inputs."""
+
+    segments: list[SegmentFile]  # every segment of the inputs, each file once
+    outcomes: dict[str, str]  # location -> NEW, REREAD, REPLACED or SKIPPED
+    active: frozenset[str]  # locations of the last segment of each partition directory
+    recorded: dict[str, dict[str, Any]]  # manifest rows of the inputs' topics by location (`_RECORDED` columns)
+
+    @property
+    def to_read(self) -> list[SegmentFile]:
+        return [segment for segment in self.segments if self.outcomes[segment.location] != SKIPPED]
+
+    @property
+    def skipped(self) -> list[SegmentFile]:
+        return [segment for segment in self.segments if self.outcomes[segment.location] == SKIPPED]
+
+    @property
+    def kept_topics(self) -> set[str]:
+        """Topics with rows of skipped segments: ingested topics even when nothing of them is decoded."""
+        return {segment.topic for segment in self.skipped if self.recorded[segment.location]["rows_ingested"]}
+
+
+def plan_segment_reads(
+    spark: SparkSession, store: TableStore, settings: Settings, segment_roots: list[str]
+) -> SegmentPlan:
+    """Sort the segments under `segment_roots` by outcome, from the listing, the manifest and `batches`.
+
+    Raises InputError like `discover_segments` for a root without segments.
+    """
+    if not segment_roots:
+        return SegmentPlan([], {}, frozenset(), {})
+    # Imported on use, as in dispatch: dump and columnar inputs do not need the segment decoder.
+    from pipeline.sources.segments import discover_segments
+
+    unique: dict[str, SegmentFile] = {}
+    for segment in discover_segments(segment_roots, settings.ingest).segments:
+        unique.setdefault(segment.location, segment)  # overlapping roots list a file twice
+    segments = list(unique.values())
+    active = active_segments(segments)
+    recorded = _recorded_rows(store, sorted({segment.topic for segment in segments}))
+    outcomes, candidates = triage(segments, recorded, active, settings.ingest.incremental)
+    unchanged = _unchanged_on_disk(spark, store, candidates, recorded) if candidates else set()
+    outcomes.update(
+        {segment.location: SKIPPED if segment.location in unchanged else REPLACED for segment in candidates}
+    )
+    return SegmentPlan(segments, outcomes, active, recorded)
+
+
+def active_segments(segments: list[SegmentFile]) -> frozenset[str]:
+    """The location of the segment with the highest base offset in each partition directory."""
+    last: dict[str, SegmentFile] = {}
+    for segment in segments:
+        directory = segment.location.rpartition("/")[0]
+        if directory not in last or segment.segment_base_offset > last[directory].segment_base_offset:
+            last[directory] = segment
+    return frozenset(segment.location for segment in last.values())
+
+
+def triage(
+    segments: list[SegmentFile], recorded: dict[str, dict[str, Any]], active: frozenset[str], incremental: bool
+) -> tuple[dict[str, str], list[SegmentFile]]:
+    """The outcomes the listing decides, and the segments left for the hash and row count check."""
+    outcomes: dict[str, str] = {}
+    candidates: list[SegmentFile] = []
+    for segment in segments:
+        row = recorded.get(segment.location)
+        if row is None:
+            outcomes[segment.location] = NEW
+        elif not incremental or segment.location in active:
+            outcomes[segment.location] = REREAD
+        elif (row["size_bytes"], row["mtime_ns"], row["broker_id"]) != (
+            segment.size,
+            segment.mtime_ns,
+            segment.broker_id,
+        ) or None in (row["first_batch_hash"], row["last_batch_hash"]):
+            outcomes[segment.location] = REPLACED
+        else:
+            candidates.append(segment)
+    return outcomes, candidates
+
+
+def kept_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan) -> DataFrame:
+    """The current `batches` rows of the skipped segments, to be written back beside the decoded rows."""
+    return _rows_of_skipped(spark, store.read("batches", schema=BATCHES), plan)
+
+
+def write_manifest(
+    spark: SparkSession, store: TableStore, plan: SegmentPlan, decoded: DataFrame, topics: list[str], run_id: str
+) -> dict[str, int]:
+    """Replace the manifest rows of `topics`: skipped segments keep theirs, decoded ones get new ones.
+
+    Call it after `batches` is written; `decoded` holds the rows this run decoded. Returns the number of
+    segments of `topics` per outcome.
+    """
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for segment in plan.segments:
+        if segment.topic in topics:
+            counts[plan.outcomes[segment.location]] += 1
+    counts[REMOVED] = _removed(store, plan, topics)
+    if not plan.segments and not store.exists(TABLE):
+        return counts
+    kept = _rows_of_skipped(spark, store.read(TABLE, schema=INGEST_MANIFEST), plan)
+    rows = kept.unionByName(_decoded_rows(spark, plan, decoded, run_id)).where(F.col("topic").isin(topics))
+    store.overwrite_partitions(rows, TABLE, INGEST_MANIFEST_PARTITION_BY, {"topic": topics})
+    return counts
+
+
+def entry_hashes(location: str, last_position: int | None) -> tuple[str | None, str | None]:
+    """Hashes of the entries at position 0 and at `last_position` (None: no entry) of the file as it is now.
+
+    (None, None) when the file cannot be read, which never matches a recorded hash.
+    """
+    from pipeline.sources.segments import resolve
+
+    try:
+        filesystem, path = resolve(location)
+        with filesystem.open_input_file(path) as source:
+            size = source.size()
+            return _hash_at(source, 0, size), _hash_at(source, last_position, size)
+    except OSError as exc:
+        log.warning("cannot read %s: %s", location, exc)
+        return None, None
+
+
+def _hash_at(source: pa.NativeFile, position: int | None, size: int) -> str:
+    """BLAKE2b-128 of up to HASHED_BYTES bytes at `position`; bytes the file does not have are left out."""
+    length = 0 if position is None else max(0, min(HASHED_BYTES, size - position))
+    data = source.read_at(length, position) if length else b""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _with_entry_hashes(files: DataFrame) -> DataFrame:
+    """`files` (`location`, `last_batch_position`, ...) with `first_batch_hash` and `last_batch_hash` added."""
+    schema = T.StructType([*files.schema.fields, *_HASH_FIELDS])
+    return files.mapInArrow(partial(_append_entry_hashes, to_arrow_schema(schema)), schema)
+
+
+def _append_entry_hashes(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Executor side of `_with_entry_hashes`."""
+    for batch in batches:
+        locations = batch.column("location").to_pylist()
+        positions = batch.column("last_batch_position").to_pylist()
+        hashes = [entry_hashes(location, position) for location, position in zip(locations, positions, strict=True)]
+        first = pa.array([pair[0] for pair in hashes], pa.string())
+        last = pa.array([pair[1] for pair in hashes], pa.string())
+        yield pa.RecordBatch.from_arrays([*batch.columns, first, last], schema=schema)
+
+
+def _recorded_rows(store: TableStore, topics: list[str]) -> dict[str, dict[str, Any]]:
+    """The manifest rows of `topics` by location: one small row per segment file, like the listing."""
+    if not store.exists(TABLE):
+        return {}
+    rows = store.read(TABLE, schema=INGEST_MANIFEST).where(F.col("topic").isin(topics)).select(*_RECORDED)
+    return {row.source_file: row.asDict() for row in rows.collect()}
+
+
+def _unchanged_on_disk(
+    spark: SparkSession, store: TableStore, candidates: list[SegmentFile], recorded: dict[str, dict[str, Any]]
+) -> set[str]:
+    """The candidates whose end entries hash as recorded and whose rows `batches` still holds, all of them."""
+    described = spark.createDataFrame(
+        [
+            (
+                segment.location,
+                recorded[segment.location]["last_batch_position"],
+                recorded[segment.location]["first_batch_hash"],
+                recorded[segment.location]["last_batch_hash"],
+                recorded[segment.location]["rows_ingested"],
+            )
+            for segment in candidates
+        ],
+        _CANDIDATES,
+    )
+    held = (
+        store.read("batches", schema=BATCHES)
+        .where(F.col("topic").isin(sorted({segment.topic for segment in candidates})))
+        .groupBy(F.col("source_file").alias("location"))
+        .agg(F.count(F.lit(1)).alias("rows_held"))
+    )
+    unchanged = (
+        _with_entry_hashes(described)
+        .join(held, "location", "left")
+        .where(
+            (F.col("first_batch_hash") == F.col("recorded_first_hash"))
+            & (F.col("last_batch_hash") == F.col("recorded_last_hash"))
+            & (F.coalesce(F.col("rows_held"), F.lit(0)) == F.col("rows_ingested"))
+        )
+        .select("location")
+    )
+    return {row.location for row in unchanged.collect()}
+
+
+def _rows_of_skipped(spark: SparkSession, table: DataFrame, plan: SegmentPlan) -> DataFrame:
+    """The rows of a table (`batches` or the manifest) whose `source_file` is a skipped segment."""
+    skipped = plan.skipped
+    locations = spark.createDataFrame([(segment.location,) for segment in skipped], _LOCATIONS)
+    return table.where(F.col("topic").isin(sorted({segment.topic for segment in skipped}))).join(
+        locations, F.col("source_file") == F.col("location"), "left_semi"
+    )
+
+
+def _decoded_rows(spark: SparkSession, plan: SegmentPlan, decoded: DataFrame, run_id: str) -> DataFrame:
+    """Manifest rows of the segments this run decoded, from their decoded rows and the files as they are now."""
+    files = spark.createDataFrame(
+        [
+            (
+                segment.location,
+                segment.topic,
+                segment.partition,
+                segment.broker_id,
+                segment.segment_base_offset,
+                segment.size,
+                segment.mtime_ns,
+                segment.location in plan.active,
+            )
+            for segment in plan.to_read
+        ],
+        _DECODED_FILES,
+    )
+    per_file = decoded.groupBy(F.col("source_file").alias("location")).agg(
+        F.count(F.lit(1)).alias("rows_ingested"),
+        F.max("position").alias("last_batch_position"),
+        F.bool_or(F.col("entry_status") == STATUS_UNREADABLE).alias("unreadable"),
+    )
+    # A file read only in part is hashed as if unreadable, so that the next run reads it again.
+    complete = ~F.coalesce(F.col("unreadable"), F.lit(False))
+    return _with_entry_hashes(files.join(per_file, "location", "left")).select(
+        "topic",
+        "partition",
+        F.col("location").alias("source_file"),
+        "broker_id",
+        "segment_base_offset",
+        "size_bytes",
+        "mtime_ns",
+        F.when(complete, F.col("first_batch_hash")).alias("first_batch_hash"),
+        "last_batch_position",
+        F.when(complete, F.col("last_batch_hash")).alias("last_batch_hash"),
+        "is_active",
+        F.coalesce(F.col("rows_ingested"), F.lit(0)).alias("rows_ingested"),
+        F.lit(run_id).alias("run_id"),
+        F.lit(datetime.now(UTC)).alias("ingested_at"),
+    )
+
+
+def _removed(store: TableStore, plan: SegmentPlan, topics: list[str]) -> int:
+    """Manifest rows of `topics` whose file is not among the listed segments (their rows are not written back)."""
+    removed = sum(
+        1 for location, row in plan.recorded.items() if row["topic"] in topics and location not in plan.outcomes
+    )
+    # Topics that only dump or columnar inputs hold now: their manifest rows were not collected with the listing.
+    unlisted = sorted(set(topics) - {segment.topic for segment in plan.segments})
+    if unlisted and store.exists(TABLE):
+        removed += store.read(TABLE, schema=INGEST_MANIFEST).where(F.col("topic").isin(unlisted)).count()
+    return removed

@@ -1,0 +1,250 @@
+"""Incremental ingest: the manifest of ingested segments, and reruns that decode only what changed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pyspark.sql import Row
+
+from pipeline import runner
+from pipeline.cli import _settings, build_parser
+from pipeline.config import IngestSettings, Settings
+from pipeline.ingest_manifest import (
+    HASHED_BYTES,
+    NEW,
+    REPLACED,
+    REREAD,
+    active_segments,
+    entry_hashes,
+    triage,
+)
+from pipeline.sources.kafka_format import encode_batch, segment_file_name
+from pipeline.sources.segments import SegmentFile, read_segments
+from pipeline.tables.store import TableStore
+from schemas.batches import BATCHES
+from schemas.ingest_manifest import INGEST_MANIFEST
+
+BATCHES_PER_SEGMENT = 2
+RECORDS_PER_BATCH = 2
+
+
+def segment_bytes(base_offset: int, producer_id: int = 1, batches: int = BATCHES_PER_SEGMENT) -> bytes:
+    """Idempotent batches from `base_offset` on; other producer ids give other bytes of the same length."""
+    offsets = range(base_offset, base_offset + batches * RECORDS_PER_BATCH, RECORDS_PER_BATCH)
+    return b"".join(
+        encode_batch(offset, RECORDS_PER_BATCH, producer_id=producer_id, producer_epoch=0, base_sequence=offset)
+        for offset in offsets
+    )
+
+
+def write_log_dir(root: Path, segments: dict[str, list[int]]) -> Path:
+    """A broker log dir with `meta.properties` and the given `<topic>-<partition>` segments."""
+    broker = root / "broker-0"
+    broker.mkdir(parents=True)
+    (broker / "meta.properties").write_text("version=1\nnode.id=0\ncluster.id=c\n")
+    for partition_dir, base_offsets in segments.items():
+        (broker / partition_dir).mkdir()
+        for base_offset in base_offsets:
+            (broker / partition_dir / segment_file_name(base_offset)).write_bytes(segment_bytes(base_offset))
+    return root
+
+
+def rows(df) -> set[tuple]:
+    return {tuple(row) for row in df.collect()}
+
+
+def topic_rows(store: TableStore, table: str, schema, topic: str) -> set[tuple]:
+    return rows(store.read(table, schema=schema).where(f"topic = '{topic}'"))
+
+
+def manifest(store: TableStore, topic: str) -> dict[str, Row]:
+    """The topic's manifest rows by `<partition dir>/<segment file>`."""
+    table = store.read("ingest_manifest", schema=INGEST_MANIFEST).where(f"topic = '{topic}'")
+    return {"/".join(row.source_file.rsplit("/", 2)[1:]): row for row in table.collect()}
+
+
+def segment_counts(result: runner.StepResult) -> dict[str, int]:
+    return {key.removeprefix("segments."): value for key, value in result.counts.items() if key.startswith("segments.")}
+
+
+def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
+    orders = write_log_dir(tmp_path / "orders-logs", {"orders-0": [0, 4, 8, 12], "orders-1": [0]})
+    payments = write_log_dir(tmp_path / "payments-logs", {"payments-0": [0]})
+    broker = orders / "broker-0"
+    store = TableStore(spark, str(tmp_path / "warehouse"))
+    settings = Settings()
+
+    def ingest(run_id: str, inputs: list[Path], given: Settings = settings) -> dict[str, int]:
+        return segment_counts(runner.ingest(spark, store, given, run_id, [str(root) for root in inputs]))
+
+    def assert_batches_are_a_fresh_decode() -> set[tuple]:
+        ingested = topic_rows(store, "batches", BATCHES, "orders")
+        assert ingested == rows(read_segments(spark, [str(orders)], settings))
+        return ingested
+
+    def run_ids() -> dict[str, str]:
+        return {name: row.run_id for name, row in manifest(store, "orders").items()}
+
+    # First run: every segment is new, and the manifest describes each file as listed and decoded.
+    assert ingest("run-1", [orders, payments]) == {"new": 6, "reread": 0, "replaced": 0, "skipped": 0, "removed": 0}
+    first = assert_batches_are_a_fresh_decode()
+    other_topic = (
+        topic_rows(store, "batches", BATCHES, "payments"),
+        topic_rows(store, "ingest_manifest", INGEST_MANIFEST, "payments"),
+    )
+    recorded = manifest(store, "orders")
+    assert set(recorded) == {f"orders-0/{segment_file_name(offset)}" for offset in (0, 4, 8, 12)} | {
+        f"orders-1/{segment_file_name(0)}"
+    }
+    for name, row in recorded.items():
+        stat = (broker / name).stat()
+        assert (row.size_bytes, row.mtime_ns, row.broker_id, row.run_id) == (stat.st_size, stat.st_mtime_ns, 0, "run-1")
+        assert row.rows_ingested == BATCHES_PER_SEGMENT
+        assert row.last_batch_position == stat.st_size // BATCHES_PER_SEGMENT
+        assert (row.first_batch_hash, row.last_batch_hash) == entry_hashes(str(broker / name), row.last_batch_position)
+    active = {f"orders-0/{segment_file_name(12)}", f"orders-1/{segment_file_name(0)}"}
+    assert {name for name, row in recorded.items() if row.is_active} == active
+
+    # The same log dir again, without the other one: only the active segments are decoded, to the same rows.
+    assert ingest("run-2", [orders]) == {"new": 0, "reread": 2, "replaced": 0, "skipped": 3, "removed": 0}
+    assert topic_rows(store, "batches", BATCHES, "orders") == first
+    assert run_ids() == {name: "run-2" if name in active else "run-1" for name in recorded}
+
+    # The broker appends to the active segment, an older segment is rewritten in place with the same size and
+    # modification time (only the hashes tell), and retention deletes the oldest one.
+    with open(broker / "orders-0" / segment_file_name(12), "ab") as active_segment:
+        active_segment.write(segment_bytes(16, batches=1))
+    rewritten = broker / "orders-0" / segment_file_name(4)
+    before = rewritten.stat()
+    rewritten.write_bytes(segment_bytes(4, producer_id=2))
+    os.utime(rewritten, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = rewritten.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    (broker / "orders-0" / segment_file_name(0)).unlink()
+    assert ingest("run-3", [orders]) == {"new": 0, "reread": 2, "replaced": 1, "skipped": 1, "removed": 1}
+    latest = assert_batches_are_a_fresh_decode()
+    assert len(latest) == len(first) - BATCHES_PER_SEGMENT + 1
+    assert {row[BATCHES.fieldNames().index("producer_id")] for row in latest} == {1, 2}
+    assert run_ids() == {
+        f"orders-0/{segment_file_name(4)}": "run-3",
+        f"orders-0/{segment_file_name(8)}": "run-1",
+        f"orders-0/{segment_file_name(12)}": "run-3",
+        f"orders-1/{segment_file_name(0)}": "run-3",
+    }
+
+    # `batches` changed behind the manifest's back (the rows of a skipped segment gone): that segment is read again.
+    skipped_file = str(broker / "orders-0" / segment_file_name(8))
+    truncated = store.read("batches", schema=BATCHES).where(f"topic = 'orders' AND source_file != '{skipped_file}'")
+    store.overwrite_partitions(truncated, "batches", ["topic"], {"topic": ["orders"]})
+    assert ingest("run-4", [orders]) == {"new": 0, "reread": 2, "replaced": 1, "skipped": 1, "removed": 0}
+    assert topic_rows(store, "batches", BATCHES, "orders") == latest
+
+    # With incremental ingest off (--full) every segment is decoded again, to the same rows.
+    full = Settings(ingest=IngestSettings(incremental=False))
+    assert ingest("run-5", [orders], full) == {"new": 0, "reread": 4, "replaced": 0, "skipped": 0, "removed": 0}
+    assert topic_rows(store, "batches", BATCHES, "orders") == latest
+    assert set(run_ids().values()) == {"run-5"}
+
+    # The topic of the log dir left out after the first run kept its rows and its manifest rows.
+    assert (
+        topic_rows(store, "batches", BATCHES, "payments"),
+        topic_rows(store, "ingest_manifest", INGEST_MANIFEST, "payments"),
+    ) == other_topic
+
+
+def segment(location: str, base_offset: int = 0, size: int = 100, mtime_ns: int | None = 5) -> SegmentFile:
+    return SegmentFile(location, "t", 0, 1, base_offset, size, mtime_ns=mtime_ns)
+
+
+def recorded_row(size: int = 100, mtime_ns: int | None = 5, broker_id: int | None = 1, hashes=("a", "b")) -> dict:
+    first, last = hashes
+    return {
+        "size_bytes": size,
+        "mtime_ns": mtime_ns,
+        "broker_id": broker_id,
+        "first_batch_hash": first,
+        "last_batch_hash": last,
+        "rows_ingested": 3,
+    }
+
+
+def test_triage_leaves_only_unchanged_listings_to_the_hash_check():
+    listed = {
+        "new": segment("t-0/new.log"),
+        "active": segment("t-0/active.log"),
+        "grown": segment("t-0/grown.log", size=120),
+        "touched": segment("t-0/touched.log", mtime_ns=6),
+        "moved": segment("t-0/moved.log"),
+        "unhashed": segment("t-0/unhashed.log"),
+        "same": segment("t-0/same.log"),
+        "no_mtime": segment("t-0/no_mtime.log", mtime_ns=None),
+    }
+    recorded = {
+        "t-0/active.log": recorded_row(),
+        "t-0/grown.log": recorded_row(),
+        "t-0/touched.log": recorded_row(),
+        "t-0/moved.log": recorded_row(broker_id=2),
+        "t-0/unhashed.log": recorded_row(hashes=(None, "b")),
+        "t-0/same.log": recorded_row(),
+        "t-0/no_mtime.log": recorded_row(mtime_ns=None),
+    }
+    segments = list(listed.values())
+    outcomes, candidates = triage(segments, recorded, frozenset({"t-0/active.log"}), incremental=True)
+    assert outcomes == {
+        "t-0/new.log": NEW,
+        "t-0/active.log": REREAD,
+        "t-0/grown.log": REPLACED,
+        "t-0/touched.log": REPLACED,
+        "t-0/moved.log": REPLACED,
+        "t-0/unhashed.log": REPLACED,
+    }
+    assert candidates == [listed["same"], listed["no_mtime"]]
+
+    outcomes, candidates = triage(segments, recorded, frozenset(), incremental=False)
+    assert candidates == [] and outcomes["t-0/same.log"] == REREAD and outcomes["t-0/new.log"] == NEW
+
+
+def test_the_active_segment_is_the_last_of_each_partition_directory():
+    segments = [
+        segment("b0/t-0/00000000000000000000.log", 0),
+        segment("b0/t-0/00000000000000000090.log", 90),
+        segment("b0/t-0/00000000000000000010.log", 10),
+        segment("b1/t-0/00000000000000000000.log", 0),  # the same partition on another broker
+    ]
+    assert active_segments(segments) == {"b0/t-0/00000000000000000090.log", "b1/t-0/00000000000000000000.log"}
+
+
+def test_entry_hashes_follow_the_first_and_last_entry_bytes(tmp_path):
+    data = segment_bytes(0, batches=3)
+    last = 2 * len(data) // 3
+    path = tmp_path / "t-0" / segment_file_name(0)
+    path.parent.mkdir()
+    path.write_bytes(data)
+    first_hash, last_hash = entry_hashes(str(path), last)
+    assert None not in (first_hash, last_hash) and first_hash != last_hash
+
+    middle_changed = bytearray(data)
+    middle_changed[last - 10] ^= 0xFF  # inside the second batch: neither end entry changes
+    path.write_bytes(bytes(middle_changed))
+    assert entry_hashes(str(path), last) == (first_hash, last_hash)
+
+    for position, expected_change in ((0, (True, False)), (last + HASHED_BYTES - 1, (False, True))):
+        changed = bytearray(data)
+        changed[position] ^= 0xFF
+        path.write_bytes(bytes(changed))
+        first_now, last_now = entry_hashes(str(path), last)
+        assert (first_now != first_hash, last_now != last_hash) == expected_change
+
+    path.write_bytes(data[:last])  # shrunk below the recorded last entry: hashed as absent, no error
+    assert entry_hashes(str(path), last) == (first_hash, entry_hashes(str(path), None)[1])
+    path.unlink()
+    assert entry_hashes(str(path), last) == (None, None)
+
+
+@pytest.mark.parametrize(("argv", "incremental"), [([], True), (["--full"], False)])
+@pytest.mark.parametrize("command", ["ingest", "run"])
+def test_full_flag_turns_incremental_ingest_off(command, argv, incremental):
+    args = build_parser().parse_args([command, "--input", "logs", *argv])
+    assert _settings(args).ingest.incremental is incremental
