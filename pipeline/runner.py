@@ -67,6 +67,7 @@ AUDITED_FILE_TABLES = {
     "checkpoints": schemas.CHECKPOINTS,
     "leader_epochs": schemas.LEADER_EPOCHS,
     "transaction_log": schemas.TRANSACTION_LOG,
+    "offset_commits": schemas.OFFSET_COMMITS,
 }
 
 

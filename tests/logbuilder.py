@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from schemas.batches import BATCHES, STATUS_OK
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.leader_epochs import LEADER_EPOCHS
+from schemas.offset_commits import OFFSET_COMMITS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_STATES
 from schemas.txn_index import TXN_INDEX
@@ -43,6 +44,7 @@ class PartitionLog:
     checkpoint_rows: list[dict] = field(default_factory=list)
     leader_epoch_rows: list[dict] = field(default_factory=list)
     transaction_log_rows: list[dict] = field(default_factory=list)
+    offset_commit_rows: list[dict] = field(default_factory=list)
     open_txns: dict[int, int] = field(default_factory=dict)
 
     def _row(self, **values) -> dict:
@@ -307,6 +309,35 @@ class PartitionLog:
             )
         row.update(values)
         self.transaction_log_rows.append(row)
+        return row
+
+    def offset_commit(self, pid: int, epoch: int, group: str, committed: str, offset: int) -> dict:
+        """A transactional offset commit of `committed` (`topic-partition`) written to this partition."""
+        batch = self.data(pid, epoch, 0, 1, txn=True)
+        committed_topic, _, committed_partition = committed.rpartition("-")
+        row = {name: None for name in OFFSET_COMMITS.fieldNames()}
+        row.update(
+            topic=self.topic,
+            partition=self.partition,
+            producer_id=pid,
+            producer_epoch=epoch,
+            group=group,
+            committed_topic=committed_topic,
+            committed_partition=int(committed_partition),
+            committed_offset=offset,
+            commit_timestamp=self.clock,
+            record_offset=batch["base_offset"],
+            batch_base_offset=batch["base_offset"],
+            key_version=1,
+            value_version=3,
+            is_tombstone=False,
+            segment_base_offset=0,
+            position=batch["position"],
+            source_file=batch["source_file"],
+            source_format="segment",
+            broker_id=self.broker_id,
+        )
+        self.offset_commit_rows.append(row)
         return row
 
     def skip(self, offsets: int) -> None:

@@ -137,7 +137,14 @@ SPLICED_DUMP_BATCHES = {
 
 def test_dumped_transactional_logs_raise_nothing_above_info_but_their_spliced_timestamps(dump_audit):
     findings, _ = dump_audit
-    above_info = {(f.topic.split(":")[0], f.rule_code, f.position) for f in findings if f.severity in NOT_INFO}
+    # The dumps come from different clusters whose producer ids collide (most start at 0), and no dump holds both
+    # a __transaction_state partition and the partitions it lists, so the cross-checks (XTX) have no cluster to
+    # compare here; they are covered by tests/test_rules.py.
+    above_info = {
+        (f.topic.split(":")[0], f.rule_code, f.position)
+        for f in findings
+        if f.severity in NOT_INFO and not f.rule_code.startswith("XTX")
+    }
     assert above_info == SPLICED_DUMP_BATCHES
 
 

@@ -15,6 +15,7 @@ from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_TOO_SMALL, STATUS_
 from schemas.checkpoints import CHECKPOINTS
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.leader_epochs import LEADER_EPOCHS
+from schemas.offset_commits import OFFSET_COMMITS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.transaction_log import TRANSACTION_LOG
 from schemas.txn_index import TXN_INDEX
@@ -494,6 +495,67 @@ def tsl_015(log, miss):
     log.txn_state("a", EMPTY, coordinator_pid(15, miss), 0, batch_compression=0 if miss else 1)
 
 
+def transactional_write(log, tid, pid, decision=None, **prepare_values):
+    """Empty, Ongoing on the log's partition, one data batch, and the Prepare record of `decision` if given."""
+    tp = f"{log.topic}-{log.partition}"
+    log.txn_state(tid, EMPTY, pid, 0)
+    start = log.txn_state(tid, ONGOING, pid, 0, (tp,))["start_timestamp_ms"]
+    log.data(pid, 0, 0, 1, txn=True)
+    if decision is not None:
+        log.txn_state(tid, decision, pid, 0, (tp,), start=start, **prepare_values)
+    return start
+
+
+def xtx_001(log, miss):
+    pid = coordinator_pid(21, miss)
+    transactional_write(log, "a", pid, PREPARE_COMMIT)
+    log.marker(pid, 0, commit=miss)
+
+
+def xtx_003(log, miss):
+    pid = coordinator_pid(23, miss)
+    transactional_write(log, "a", pid, PREPARE_COMMIT if miss else None)
+    log.marker(pid, 0)
+
+
+def xtx_004(log, miss):
+    pid = coordinator_pid(24, miss)
+    if miss:
+        transactional_write(log, "a", pid)
+    else:  # the data went to a partition the transaction never added
+        log.txn_state("a", EMPTY, pid, 0)
+        log.txn_state("a", ONGOING, pid, 0, ("elsewhere-0",))
+        log.data(pid, 0, 0, 1, txn=True)
+
+
+def xtx_009(log, miss):
+    pid = coordinator_pid(29, miss)
+    log.txn_state("a", EMPTY, pid, 0)
+    log.txn_state("a", ONGOING, pid, 0, ("out-0", f"{log.topic}-{log.partition}") if miss else ("out-0",))
+    log.offset_commit(pid, 0, "group-1", "in-0", 42)
+
+
+def xtx_005(log, miss):
+    pid = coordinator_pid(25, miss)
+    if miss:
+        transactional_write(log, "a", pid)  # still Ongoing: the transaction is open, not hanging
+    else:  # the coordinator completed, but no marker reached the partition
+        start = transactional_write(log, "a", pid, PREPARE_COMMIT)
+        log.txn_state("a", COMPLETE_COMMIT, pid, 0, start=start)
+
+
+def xtx_007(log, miss):
+    pid = coordinator_pid(27, miss)
+    transactional_write(log, "a", pid, PREPARE_COMMIT, partition_leader_epoch=5)
+    log.marker(pid, 0, coordinator_epoch=5 if miss else 3)
+
+
+def xtx_011(log, miss):
+    pid = coordinator_pid(31, miss)
+    transactional_write(log, "a", pid)
+    log.txn_state("b", EMPTY, pid + 1 if miss else pid, 0)
+
+
 def file_rule(code, severity):
     def scenario(log, miss):
         log.data(1, 0, 0, 1)
@@ -579,6 +641,13 @@ SCENARIOS = {
     "TSL-013": (tsl_013, "WARN"),
     "TSL-014": (tsl_014, "CRITICAL"),
     "TSL-015": (tsl_015, "WARN"),
+    "XTX-001": (xtx_001, "CRITICAL"),
+    "XTX-003": (xtx_003, "WARN"),
+    "XTX-004": (xtx_004, "ERROR"),
+    "XTX-005": (xtx_005, "ERROR"),
+    "XTX-007": (xtx_007, "ERROR"),
+    "XTX-009": (xtx_009, "ERROR"),
+    "XTX-011": (xtx_011, "CRITICAL"),
     "SEG-002": (seg_002, "WARN"),
     "SEG-003": (seg_003, "ERROR"),
 }
@@ -587,39 +656,30 @@ SCENARIOS = {
 @pytest.fixture(scope="module")
 def audited(spark):
     """Findings per (code, near miss), from one audit over every scenario log."""
-    rows, index_rows, snapshot_rows, problem_rows, checkpoint_rows, epoch_rows, txn_log_rows = (
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-    )
-    topics = {}
+    side_tables = {  # run_audit argument: (PartitionLog attribute, schema)
+        "txn_index": ("index_rows", TXN_INDEX),
+        "producer_snapshots": ("snapshot_rows", PRODUCER_SNAPSHOTS),
+        "file_problems": ("problem_rows", FILE_PROBLEMS),
+        "checkpoints": ("checkpoint_rows", CHECKPOINTS),
+        "leader_epochs": ("leader_epoch_rows", LEADER_EPOCHS),
+        "transaction_log": ("transaction_log_rows", TRANSACTION_LOG),
+        "offset_commits": ("offset_commit_rows", OFFSET_COMMITS),
+    }
+    rows, side_rows, topics = [], {table: [] for table in side_tables}, {}
     for code, (build, _) in SCENARIOS.items():
         for miss in (False, True):
             log = PartitionLog(topic=f"{code.lower()}-{'miss' if miss else 'fire'}", clock=T0)
             build(log, miss)
             rows.extend(log.rows)
-            index_rows.extend(log.index_rows)
-            snapshot_rows.extend(log.snapshot_rows)
-            problem_rows.extend(log.problem_rows)
-            checkpoint_rows.extend(log.checkpoint_rows)
-            epoch_rows.extend(log.leader_epoch_rows)
-            txn_log_rows.extend(log.transaction_log_rows)
+            for table, (attribute, _) in side_tables.items():
+                side_rows[table].extend(getattr(log, attribute))
             topics[code, miss] = log.topic
     settings = AuditSettings(compacted_topics=["compacted-*"])
     result = run_audit(
         spark.createDataFrame(rows, BATCHES),
         settings,
         "test-run",
-        txn_index=spark.createDataFrame(index_rows, TXN_INDEX),
-        producer_snapshots=spark.createDataFrame(snapshot_rows, PRODUCER_SNAPSHOTS),
-        file_problems=spark.createDataFrame(problem_rows, FILE_PROBLEMS),
-        checkpoints=spark.createDataFrame(checkpoint_rows, CHECKPOINTS),
-        leader_epochs=spark.createDataFrame(epoch_rows, LEADER_EPOCHS),
-        transaction_log=spark.createDataFrame(txn_log_rows, TRANSACTION_LOG),
+        **{table: spark.createDataFrame(side_rows[table], schema) for table, (_, schema) in side_tables.items()},
     )
     by_topic: dict[str, list] = {}
     for row in result.findings.collect():
@@ -677,6 +737,12 @@ def test_valid_coordinator_histories_raise_nothing(audited):
     """A TV2 commit-then-abort chain, a new timeout at InitProducerId, and a tombstone after expiry."""
     for code in ("TSL-007", "TSL-009", "TSL-013"):
         assert [f.rule_code for f in audited[code, True] if f.rule_code.startswith("TSL")] == [], code
+
+
+def test_agreeing_markers_raise_no_cross_check(audited):
+    """A COMMIT marker after PrepareCommit, with the coordinator epoch of the Prepare record's batch."""
+    for code in ("XTX-001", "XTX-007"):
+        assert [f.rule_code for f in audited[code, True] if f.rule_code.startswith(("TSL", "XTX"))] == [], code
 
 
 def test_hanging_transaction_carries_abort_command(audited):

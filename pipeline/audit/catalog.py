@@ -17,6 +17,7 @@ SECTIONS = {
     "6.5": "Aborted-transaction index and read_committed visibility",
     "6.6": "Producer-state snapshots",
     "6.7": "`__transaction_state` alone",
+    "6.8": "Segments and `__transaction_state` (cross-checks)",
 }
 
 

@@ -17,9 +17,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit import epochs, files, integrity, sequences, snapshots, transactions, txnindex, visibility
 from pipeline.audit.columns import explode_findings
+from pipeline.audit.cross_checks import cross_check_findings
 from pipeline.audit.leader_epochs import leader_epoch_findings
 from pipeline.audit.replay import TP, prepare_batches, producer_rows, with_producer_state
-from pipeline.audit.transaction_log import transaction_log_findings
+from pipeline.audit.transaction_log import audited_records, transaction_log_findings
 from pipeline.config import AuditSettings
 from schemas.findings import FINDINGS
 from schemas.partition_summary import PARTITION_SUMMARY
@@ -95,11 +96,13 @@ def run_audit(
     checkpoints: DataFrame | None = None,
     leader_epochs: DataFrame | None = None,
     transaction_log: DataFrame | None = None,
+    offset_commits: DataFrame | None = None,
 ) -> AuditResult:
     """Audit `batches`. The `.txnindex` entries, producer-state snapshots, file problems, offset
     checkpoints and leader-epoch checkpoints of the same log dirs, when given, are checked against the replay
     too (IDX, SNP, SEG, LEP rules and LSO-003); the decoded `__transaction_state` records against the
-    coordinator's state machine (TSL rules)."""
+    coordinator's state machine and, with the transactional offset commits, against the markers and
+    transactions of the log (TSL and XTX rules)."""
     prepared = prepare_batches(batches, settings).persist(StorageLevel.MEMORY_AND_DISK)
     replayed = with_producer_state(producer_rows(prepared), settings).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -132,8 +135,9 @@ def run_audit(
     if leader_epochs is not None:
         findings = findings.unionByName(leader_epoch_findings(leader_epochs, prepared, offsets))
     if transaction_log is not None:
-        findings = findings.unionByName(
-            transaction_log_findings(transaction_log, prepared, checkpoints, settings, reference_time_ms)
+        records = audited_records(transaction_log, prepared, checkpoints)
+        findings = findings.unionByName(transaction_log_findings(records, settings, reference_time_ms)).unionByName(
+            cross_check_findings(prepared, txns, records, offset_commits)
         )
     # Written first and counted again for the summary: persisted so the rules run once.
     findings = findings.persist(StorageLevel.MEMORY_AND_DISK)

@@ -495,15 +495,8 @@ def latest_checks() -> list[Column]:
     ]
 
 
-def transaction_log_findings(
-    transaction_log: DataFrame,
-    prepared: DataFrame,
-    checkpoints: DataFrame | None,
-    settings: AuditSettings,
-    reference_time_ms: int | None,
-) -> DataFrame:
-    """Every §6.7 finding of the audited `__transaction_state` replicas."""
-    records = audited_records(transaction_log, prepared, checkpoints)
+def transaction_log_findings(records: DataFrame, settings: AuditSettings, reference_time_ms: int | None) -> DataFrame:
+    """Every §6.7 finding of the audited `__transaction_state` records (`audited_records`)."""
     return (
         explode_findings(records, record_checks(settings) + timeout_checks(settings))
         .unionByName(explode_findings(_with_previous(records), transition_checks(settings)))
