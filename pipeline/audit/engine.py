@@ -4,12 +4,14 @@ Shuffle budget (fixed, whatever the data size): one hash exchange of the batches
 in `prepare_batches`; every per-batch window and aggregation after it is keyed by (topic, partition, ...),
 so it runs inside that partitioning with sorts only. The `.txnindex` comparison adds a few exchanges of
 transaction-level rows (ABORTs and index entries), never of batches. The prepared and replayed batches
-are persisted because every output table reads them.
+are persisted because every output table reads them, and so are the transactions, the partition offsets and
+each family of findings: small tables many plans read, which keeps every plan the driver optimises small.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
@@ -107,45 +109,43 @@ def run_audit(
     replayed = with_producer_state(producer_rows(prepared), settings).persist(StorageLevel.MEMORY_AND_DISK)
 
     row_checks = [*sequences.row_checks(settings), *epochs.row_checks(settings), *transactions.row_checks(settings)]
-    txns = transactions.build_transactions(replayed)
+    txns = transactions.build_transactions(replayed).persist(StorageLevel.MEMORY_AND_DISK)
     log_starts = (
         None
         if checkpoints is None
         else visibility.checkpoint_log_starts(checkpoints, txnindex.audited_replicas(prepared))
     )
     open_txns = visibility.open_transactions(txns, prepared, settings, reference_time_ms, log_starts)
-    offsets = visibility.partition_offsets(prepared, txns, open_txns, log_starts)
+    offsets = visibility.partition_offsets(prepared, txns, open_txns, log_starts).persist(StorageLevel.MEMORY_AND_DISK)
 
-    findings = (
-        explode_findings(replayed, row_checks)
-        .unionByName(explode_findings(prepared, integrity.row_checks(settings)))
-        .unionByName(
-            explode_findings(
-                visibility.as_finding_rows(open_txns), visibility.transaction_findings(open_txns, settings)
-            )
-        )
-        .unionByName(explode_findings(_partition_locations(offsets), visibility.summary_checks()))
-    )
+    parts = [
+        explode_findings(replayed, row_checks),
+        explode_findings(prepared, integrity.row_checks(settings)),
+        explode_findings(visibility.as_finding_rows(open_txns), visibility.transaction_findings(open_txns, settings)),
+        explode_findings(_partition_locations(offsets), visibility.summary_checks()),
+    ]
     if txn_index is not None:
-        findings = findings.unionByName(_txn_index_findings(txn_index, prepared, txns, offsets, settings))
+        parts.append(_txn_index_findings(txn_index, prepared, txns, offsets, settings))
     if producer_snapshots is not None:
-        findings = findings.unionByName(_snapshot_findings(producer_snapshots, prepared, replayed, offsets))
+        parts.append(_snapshot_findings(producer_snapshots, prepared, replayed, offsets))
     if file_problems is not None:
-        findings = findings.unionByName(files.file_problem_findings(file_problems, txnindex.audited_replicas(prepared)))
+        parts.append(files.file_problem_findings(file_problems, txnindex.audited_replicas(prepared)))
     if leader_epochs is not None:
-        findings = findings.unionByName(leader_epoch_findings(leader_epochs, prepared, offsets))
+        parts.append(leader_epoch_findings(leader_epochs, prepared, offsets))
     if transaction_log is not None:
         records = audited_records(transaction_log, prepared, checkpoints)
-        findings = findings.unionByName(transaction_log_findings(records, settings, reference_time_ms)).unionByName(
-            cross_check_findings(prepared, txns, records, offset_commits)
-        )
-    # Written first and counted again for the summary: persisted so the rules run once.
-    findings = findings.persist(StorageLevel.MEMORY_AND_DISK)
+        parts.append(transaction_log_findings(records, settings, reference_time_ms))
+        parts.append(cross_check_findings(prepared, txns, records, offset_commits))
+    # Each part is planned on its own when persisted, so the driver never optimises one plan holding every
+    # rule (hundreds of thousands of plan nodes with all rule families); the findings are written first and
+    # counted again for the summary, and read from these caches both times.
+    parts = [part.persist(StorageLevel.MEMORY_AND_DISK) for part in parts]
+    findings = reduce(DataFrame.unionByName, parts)
     summary = visibility.with_finding_counts(offsets, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),
         transactions=_with_run(txns, run_id, TRANSACTIONS),
         producer_state=_with_run(transactions.build_producer_state(replayed), run_id, PRODUCER_STATE),
         partition_summary=_with_run(summary, run_id, PARTITION_SUMMARY),
-        _cached=(prepared, replayed, findings),
+        _cached=(prepared, replayed, txns, offsets, *parts),
     )
