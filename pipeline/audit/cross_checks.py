@@ -47,7 +47,8 @@ HANGING_CONFIRMED = rule(
     "6.8",
     "A transaction open at the end of the log whose producer's transactional id has moved on: its latest "
     "record is a tombstone, Empty, Complete*, another producer id, Ongoing at a newer epoch, or Ongoing/Prepare* "
-    "without the partition.",
+    "without the partition. The spec's third case, no transactional id mapping to p at all, is not reported: the "
+    "input may hold only some __transaction_state partitions (LSO-002 still reports such a transaction by age).",
 )
 DATA_NOT_IN_TRANSACTION = rule(
     "XTX-004",

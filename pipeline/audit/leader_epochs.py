@@ -8,7 +8,7 @@ LEP-001 (a file the broker cannot read) is found while decoding the file (`pipel
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline.audit.columns import explode_findings, finding
@@ -50,23 +50,25 @@ def leader_epoch_findings(leader_epochs: DataFrame, prepared: DataFrame, offsets
     )
 
 
-def _located(df: DataFrame, base_offset, last_offset, source_file, position) -> DataFrame:
-    """Give rows the location columns every finding carries."""
+def _located(
+    df: DataFrame, base_offset: Column, last_offset: Column, source_file: Column, position: Column
+) -> DataFrame:
+    """Give rows the location columns every finding carries (replacing any `source_file`/`position`)."""
     return df.select(
-        "*",
+        *[column for column in df.columns if column not in ("source_file", "position")],
         F.lit(None).cast("long").alias("producer_id"),
         F.lit(None).cast("int").alias("producer_epoch"),
         base_offset.cast("long").alias("base_offset"),
         last_offset.cast("long").alias("last_offset"),
-        source_file.alias("finding_file"),
-        position.cast("long").alias("finding_position"),
+        source_file.alias("source_file"),
+        position.cast("long").alias("position"),
     )
 
 
-def _as_finding_location(df: DataFrame) -> DataFrame:
-    return df.drop("source_file", "position").withColumnsRenamed(
-        {"finding_file": "source_file", "finding_position": "position"}
-    )
+def _at_first_batch(rows: DataFrame) -> DataFrame:
+    """Rows located at the `first` batch struct of `_first_batch_per_epoch`."""
+    first = F.col("first")
+    return _located(rows, first["base_offset"], first["last_offset"], first["source_file"], first["position"])
 
 
 def _order_findings(entries: DataFrame) -> DataFrame:
@@ -81,9 +83,7 @@ def _order_findings(entries: DataFrame) -> DataFrame:
         F.lag("epoch").over(in_file).alias("previous_epoch"),
         F.lag("start_offset").over(in_file).alias("previous_start_offset"),
     ).where(F.col("previous_epoch").isNotNull())
-    located = _as_finding_location(
-        _located(rows, F.col("start_offset"), F.lit(None), F.col("source_file"), F.lit(None))
-    )
+    located = _located(rows, F.col("start_offset"), F.lit(None), F.col("source_file"), F.lit(None))
     check = finding(
         EPOCH_CHECKPOINT_ORDER,
         (F.col("epoch") <= F.col("previous_epoch")) | (F.col("start_offset") <= F.col("previous_start_offset")),
@@ -125,15 +125,7 @@ def _entry_findings(entries: DataFrame, prepared: DataFrame, offsets: DataFrame)
         .join(_first_batch_per_epoch(prepared, offsets), on=[*TP, "broker_id", "epoch"], how="inner")
         .where(F.col("start_offset") >= F.col("log_start_offset"))
     )
-    located = _as_finding_location(
-        _located(
-            rows,
-            F.col("first.base_offset"),
-            F.col("first.last_offset"),
-            F.col("first.source_file"),
-            F.col("first.position"),
-        )
-    )
+    located = _at_first_batch(rows)
     moved_to_log_start = (F.col("start_offset") == F.col("log_start_offset")) & F.col("start_offset").between(
         F.col("first.base_offset"), F.col("first.last_offset")
     )
@@ -162,15 +154,7 @@ def _unlisted_epoch_findings(entries: DataFrame, prepared: DataFrame, offsets: D
         .join(listed, on=[*TP, "broker_id", "epoch"], how="left")
         .where(F.col("listed").isNull())
     )
-    located = _as_finding_location(
-        _located(
-            rows,
-            F.col("first.base_offset"),
-            F.col("first.last_offset"),
-            F.col("first.source_file"),
-            F.col("first.position"),
-        )
-    )
+    located = _at_first_batch(rows)
     check = finding(
         EPOCH_CHECKPOINT_VS_LOG,
         F.lit(True),
