@@ -24,8 +24,10 @@ import schemas
 from pipeline import __version__
 from pipeline.audit.engine import run_audit
 from pipeline.audit.registry import SEVERITIES
+from pipeline.audit.scratch import Scratch
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.plan_stats import PlanStats
 from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
 from pipeline.reports.summary import build_summary, write_summary
 from pipeline.sources.dispatch import (
@@ -41,6 +43,7 @@ from schemas.transaction_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
+SCRATCH_DIR = "_scratch"  # intermediate tables of running audits, under the warehouse
 STATUS_SUCCEEDED = "succeeded"
 STATUS_FAILED = "failed"
 AUDIT_COMMANDS = ("audit", "run")  # commands whose run id names rows of the audit tables
@@ -222,12 +225,18 @@ def _audit(
         for table, schema in AUDITED_FILE_TABLES.items()
         if store.exists(table)
     }
-    audited = run_audit(batches, settings.audit, run_id, reference_time_ms, **side_files)
+    stats = PlanStats()
+    scratch = Scratch(store.spark, f"{store.warehouse}/{SCRATCH_DIR}/{run_id}", stats)
     try:
+        audited = run_audit(batches, settings.audit, run_id, scratch, reference_time_ms, **side_files)
         for table, _, partition_by in AUDIT_TABLES:
-            store.overwrite_partitions(getattr(audited, table), table, partition_by, {"topic": topics})
+            output = getattr(audited, table)
+            stats.measure(output, table)
+            store.overwrite_partitions(output, table, partition_by, {"topic": topics})
     finally:
-        audited.release()
+        scratch.remove()
+    log.info("audit plans: %s", stats.describe())
+    result.counts.update(stats.counts())
     for table, schema, _ in AUDIT_TABLES:
         result.counts[table] = store.read(table, schema=schema).where(F.col("run_id") == run_id).count()
     result.findings_by_severity = _findings_by_severity(store, run_id)

@@ -36,6 +36,14 @@ def spark():
 
 
 @pytest.fixture(scope="session")
+def scratch(spark, tmp_path_factory):
+    """A fresh scratch folder for one audit: `scratch("name")`."""
+    from pipeline.audit.scratch import Scratch
+
+    return lambda name: Scratch(spark, str(tmp_path_factory.mktemp(name)))
+
+
+@pytest.fixture(scope="session")
 def realdata() -> Path:
     if not REALDATA.is_dir():
         pytest.skip(f"real Kafka data not found at {REALDATA} (it lives in ../shared/realdata beside the repo)")

@@ -80,9 +80,9 @@ def dump_tables(spark, realdata):
 
 
 @pytest.fixture(scope="module")
-def dump_audit(dump_tables):
+def dump_audit(dump_tables, scratch):
     batches, transaction_log = dump_tables
-    result = run_audit(batches, _audit_settings(), "realdata", transaction_log=transaction_log)
+    result = run_audit(batches, _audit_settings(), "realdata", scratch("dumps"), transaction_log=transaction_log)
     findings = result.findings.collect()
     transactions = result.transactions.collect()
     result.release()
@@ -95,7 +95,7 @@ def _by_repository(df):
     return df.withColumn("topic", F.concat(repository, F.lit(":"), F.col("topic")))
 
 
-def test_broker_segments_and_their_snapshots_raise_nothing_above_info(spark, realdata):
+def test_broker_segments_and_their_snapshots_raise_nothing_above_info(spark, realdata, scratch):
     """Clean broker-written logs: no WARN or worse, and every broker-written snapshot matches the replay."""
     settings = load_settings()
     roots = [str(p) for p in sorted((realdata / "broker-segments").iterdir()) if "+" in p.name]
@@ -106,6 +106,7 @@ def test_broker_segments_and_their_snapshots_raise_nothing_above_info(spark, rea
         _by_repository(read_segments(spark, roots, settings)),
         _audit_settings(),
         "realdata",
+        scratch("segments"),
         txn_index=_by_repository(side.txn_index),
         producer_snapshots=snapshots,
         file_problems=_by_repository(side.file_problems),

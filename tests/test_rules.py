@@ -654,7 +654,7 @@ SCENARIOS = {
 
 
 @pytest.fixture(scope="module")
-def audited(spark):
+def audited(spark, scratch):
     """Findings per (code, near miss), from one audit over every scenario log."""
     side_tables = {  # run_audit argument: (PartitionLog attribute, schema)
         "txn_index": ("index_rows", TXN_INDEX),
@@ -679,6 +679,7 @@ def audited(spark):
         spark.createDataFrame(rows, BATCHES),
         settings,
         "test-run",
+        scratch("rules"),
         **{table: spark.createDataFrame(side_rows[table], schema) for table, (_, schema) in side_tables.items()},
     )
     by_topic: dict[str, list] = {}

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from pipeline.audit import engine  # noqa: F401  (importing the engine registers every rule module)
-from pipeline.audit.registry import RULES, SEVERITIES
+from pipeline.audit.registry import CHECKS, FRAMES, RULES, SEVERITIES
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 SECTIONS = {
@@ -30,15 +30,25 @@ def render() -> str:
         + ", ".join(SEVERITIES)
         + ". Where a rule can take more than one severity, the condition for each is in its description.",
         "",
+        "Each rule is checked on the rows of one or more frames (docs/engine.md):",
+        "",
+        *[f"- `{name}`: {frame.description}" for name, frame in FRAMES.items() if CHECKS[name]],
+        "",
     ]
     for section, title in SECTIONS.items():
         rules = sorted((r for r in RULES.values() if r.section == section), key=lambda r: r.code)
         if not rules:
             continue
-        lines += [f"## §{section} {title}", "", "| Code | Name | Severity | Description |", "|---|---|---|---|"]
+        lines += [
+            f"## §{section} {title}",
+            "",
+            "| Code | Name | Severity | Description | Checked on |",
+            "|---|---|---|---|---|",
+        ]
         for r in rules:
             severities = " / ".join(r.severities)
-            lines.append(f"| {r.code} | {r.name} | {severities} | {r.description} |")
+            frames = ", ".join(f"`{name}`" for name in r.frames)
+            lines.append(f"| {r.code} | {r.name} | {severities} | {r.description} | {frames} |")
         lines.append("")
     return "\n".join(lines)
 

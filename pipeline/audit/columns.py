@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from pipeline.audit.registry import Rule
+from pipeline.audit.registry import Fires, Rule
 
 INT32_MAX = 2_147_483_647
 SEQ_SPAN = INT32_MAX + 1  # sequences wrap from Integer.MAX_VALUE to 0
@@ -39,33 +37,30 @@ def as_text(column: Column) -> Column:
     return F.coalesce(column.cast("string"), F.lit("null"))
 
 
-def finding(
-    rule: Rule,
-    when: Column,
-    message: Column,
-    evidence: Mapping[str, Column],
-    severity: Column | None = None,
-    producer_epoch: Column | None = None,
-) -> Column:
-    """A struct of the finding columns when `when` holds, else null; rows carry the batch's location."""
-    evidence_map = F.create_map(*[item for key, value in evidence.items() for item in (F.lit(key), as_text(value))])
+def finding_column(rule: Rule, fires: Fires) -> Column:
+    """A struct of the finding columns when the check fires, else null; rows carry their own location."""
+    evidence_map = F.create_map(
+        *[item for key, value in fires.evidence.items() for item in (F.lit(key), as_text(value))]
+    ).cast("map<string,string>")  # an empty map is map<void,void> otherwise
     struct = F.struct(
         F.lit(rule.code).alias("rule_code"),
         F.lit(rule.name).alias("rule_name"),
-        (severity if severity is not None else F.lit(rule.severity)).alias("severity"),
+        (fires.severity if fires.severity is not None else F.lit(rule.severity)).alias("severity"),
         F.col("topic").alias("topic"),
         F.col("partition").alias("partition"),
         F.col("producer_id").alias("producer_id"),
-        (producer_epoch if producer_epoch is not None else F.col("producer_epoch")).alias("producer_epoch"),
+        (fires.producer_epoch if fires.producer_epoch is not None else F.col("producer_epoch")).alias(
+            "producer_epoch"
+        ),
         F.col("base_offset").alias("base_offset"),
         F.col("last_offset").alias("last_offset"),
         F.col("source_file").alias("segment"),
         F.col("position").alias("position"),
-        message.alias("message"),
+        fires.message.alias("message"),
         evidence_map.alias("evidence"),
         F.col("broker_id").alias("broker_id"),
     )
-    return F.when(when, struct)
+    return F.when(fires.when, struct)
 
 
 def explode_findings(df, checks: list[Column]):

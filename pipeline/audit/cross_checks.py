@@ -15,8 +15,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import explode_findings, finding
-from pipeline.audit.registry import rule
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from pipeline.audit.transaction_log import COMPLETE_STATES, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 from schemas.batches import STATUS_OK
@@ -116,10 +116,18 @@ def _decisions_by_marker(records: DataFrame) -> DataFrame:
     )
 
 
-def marker_findings(prepared: DataFrame, records: DataFrame) -> DataFrame:
-    """XTX-001, XTX-003 and XTX-007 for every COMMIT/ABORT marker of a producer the coordinator records know."""
-    markers = (
-        prepared.where(
+@frame("cross_checks.markers")
+def MARKERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """COMMIT/ABORT markers of producers the coordinator records know, with what the Prepare* records decided.
+
+    `decided`: the outcomes the Prepare* records of the marker's (producer id, epoch) decided for its partition,
+    null when none lists it; `min_/max_decision_leader_epoch`: the leader epochs of those records' batches.
+    """
+    records = inputs.coordinator_records
+    if records is None:
+        return None
+    return (
+        inputs.batches.where(
             (F.col("entry_status") == STATUS_OK)
             & F.col("is_control")
             & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
@@ -128,89 +136,101 @@ def marker_findings(prepared: DataFrame, records: DataFrame) -> DataFrame:
         .join(_known_producers(records), on="producer_id", how="inner")
         .join(_decisions_by_marker(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
     )
-    agrees = F.array_contains("decided", F.col("control_type"))
-    outcome = F.when(F.col("control_type") == CONTROL_COMMIT, F.lit("COMMIT")).otherwise(F.lit("ABORT"))
+
+
+def _agrees() -> Column:
+    return F.array_contains("decided", F.col("control_type"))
+
+
+def _outcome() -> Column:
+    return F.when(F.col("control_type") == CONTROL_COMMIT, F.lit("COMMIT")).otherwise(F.lit("ABORT"))
+
+
+@check(MARKER_CONTRADICTS_DECISION, on=MARKERS)
+def marker_contradicts_decision(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("decided").isNotNull() & ~_agrees(),
+        F.format_string(
+            "%s marker of producer %d epoch %d, but the coordinator prepared the other outcome",
+            _outcome(),
+            "producer_id",
+            "producer_epoch",
+        ),
+        {"decided": F.array_join(F.col("decided").cast("array<string>"), ",")},
+    )
+
+
+@check(MARKER_WITHOUT_DECISION, on=MARKERS)
+def marker_without_decision(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("decided").isNull(),
+        F.format_string(
+            "%s marker of producer %d epoch %d without a Prepare record listing %s",
+            _outcome(),
+            "producer_id",
+            "producer_epoch",
+            "tp_name",
+        ),
+        {},
+    )
+
+
+@check(MARKER_COORDINATOR_EPOCH, on=MARKERS)
+def marker_coordinator_epoch(ctx: AuditContext) -> Fires:
     coordinator_epoch = F.col("coordinator_epoch")
-    evidence = {"decided": F.array_join(F.col("decided").cast("array<string>"), ",")}
-    return explode_findings(
-        markers,
-        [
-            finding(
-                MARKER_CONTRADICTS_DECISION,
-                F.col("decided").isNotNull() & ~agrees,
-                F.format_string(
-                    "%s marker of producer %d epoch %d, but the coordinator prepared the other outcome",
-                    outcome,
-                    "producer_id",
-                    "producer_epoch",
-                ),
-                evidence,
-            ),
-            finding(
-                MARKER_WITHOUT_DECISION,
-                F.col("decided").isNull(),
-                F.format_string(
-                    "%s marker of producer %d epoch %d without a Prepare record listing %s",
-                    outcome,
-                    "producer_id",
-                    "producer_epoch",
-                    "tp_name",
-                ),
-                {},
-            ),
-            finding(
-                MARKER_COORDINATOR_EPOCH,
-                agrees
-                & (
-                    (coordinator_epoch < F.col("min_decision_leader_epoch"))
-                    | (coordinator_epoch > F.col("max_decision_leader_epoch"))
-                ),
-                F.format_string(
-                    "marker coordinator epoch %d; the Prepare record's batch has leader epoch %d",
-                    "coordinator_epoch",
-                    "min_decision_leader_epoch",
-                ),
-                {
-                    "decision_leader_epochs": F.format_string(
-                        "%d-%d", "min_decision_leader_epoch", "max_decision_leader_epoch"
-                    )
-                },
-                severity=F.when(coordinator_epoch < F.col("min_decision_leader_epoch"), F.lit("ERROR")).otherwise(
-                    F.lit("INFO")
-                ),
-            ),
-        ],
+    return Fires(
+        _agrees()
+        & (
+            (coordinator_epoch < F.col("min_decision_leader_epoch"))
+            | (coordinator_epoch > F.col("max_decision_leader_epoch"))
+        ),
+        F.format_string(
+            "marker coordinator epoch %d; the Prepare record's batch has leader epoch %d",
+            "coordinator_epoch",
+            "min_decision_leader_epoch",
+        ),
+        {"decision_leader_epochs": F.format_string("%d-%d", "min_decision_leader_epoch", "max_decision_leader_epoch")},
+        severity=F.when(coordinator_epoch < F.col("min_decision_leader_epoch"), F.lit("ERROR")).otherwise(
+            F.lit("INFO")
+        ),
     )
 
 
-def _ongoing_partitions(records: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(producer id, epoch, partition name) of every Ongoing record, with whether all of p's records are uncleaned."""
-    fully_uncleaned = (
-        records.where(F.col("producer_id") >= 0)
-        .groupBy("producer_id")
-        .agg(F.min(F.col("is_uncleaned").cast("int")).cast("boolean").alias("history_uncleaned"))
-    )
-    listed = (
+def _ongoing_partitions(records: DataFrame) -> DataFrame:
+    """(producer id, epoch, partition name) of every Ongoing record."""
+    return (
         records.where(~F.col("is_tombstone") & (F.col("state") == ONGOING))
         .select("producer_id", "producer_epoch", F.explode("partition_set").alias("tp_name"))
         .distinct()
         .withColumn("is_listed", F.lit(True))
     )
-    return listed, fully_uncleaned
 
 
-def unlisted_partition_findings(
-    transactions: DataFrame, offset_commits: DataFrame | None, records: DataFrame, prepared: DataFrame
-) -> DataFrame:
-    """XTX-004 for transactions whose data no Ongoing record covers; XTX-009 for offset commits likewise."""
-    listed, fully_uncleaned = _ongoing_partitions(records)
-    known = _known_producers(records)
-    data = (
-        transactions.where(F.col("first_offset").isNotNull())
+def _fully_uncleaned(records: DataFrame) -> DataFrame:
+    """Per producer id, whether all of its coordinator records are uncleaned."""
+    return (
+        records.where(F.col("producer_id") >= 0)
+        .groupBy("producer_id")
+        .agg(F.min(F.col("is_uncleaned").cast("int")).cast("boolean").alias("history_uncleaned"))
+    )
+
+
+@frame("cross_checks.transaction_data")
+def TRANSACTION_DATA(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Transactions with data of producers the coordinator records know, located at their first offset.
+
+    `is_listed`: an Ongoing record of the producer at the transaction's epoch lists its partition;
+    `history_uncleaned`: none of the producer's coordinator records was cleaned away.
+    """
+    records = inputs.coordinator_records
+    if records is None:
+        return None
+    return (
+        inputs.transactions.where(F.col("first_offset").isNotNull())
         .withColumn("tp_name", _tp_name())
-        .join(known, on="producer_id", how="inner")
-        .join(listed, on=["producer_id", "producer_epoch", "tp_name"], how="left")
-        .join(fully_uncleaned, on="producer_id", how="left")
+        .join(_known_producers(records), on="producer_id", how="inner")
+        .join(_ongoing_partitions(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
+        .join(_fully_uncleaned(records), on="producer_id", how="left")
         .select(
             "*",
             F.col("first_offset").alias("base_offset"),
@@ -218,57 +238,60 @@ def unlisted_partition_findings(
             F.lit(None).cast("long").alias("position"),
         )
     )
-    findings = explode_findings(
-        data,
-        [
-            finding(
-                DATA_NOT_IN_TRANSACTION,
-                F.col("is_listed").isNull(),
-                F.format_string(
-                    "transactional data of producer %d epoch %d from offset %d; no Ongoing record lists %s",
-                    "producer_id",
-                    "producer_epoch",
-                    "first_offset",
-                    "tp_name",
-                ),
-                {"outcome": F.col("outcome")},
-                severity=F.when(F.col("history_uncleaned"), F.lit("ERROR")).otherwise(F.lit("WARN")),
-            )
-        ],
+
+
+@check(DATA_NOT_IN_TRANSACTION, on=TRANSACTION_DATA)
+def data_not_in_transaction(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_listed").isNull(),
+        F.format_string(
+            "transactional data of producer %d epoch %d from offset %d; no Ongoing record lists %s",
+            "producer_id",
+            "producer_epoch",
+            "first_offset",
+            "tp_name",
+        ),
+        {"outcome": F.col("outcome")},
+        severity=F.when(F.col("history_uncleaned"), F.lit("ERROR")).otherwise(F.lit("WARN")),
     )
-    if offset_commits is None:
-        return findings
-    replicas = prepared.select(*TP, "broker_id").distinct()
-    commits = (
-        offset_commits.where(F.col("decode_error").isNull())
+
+
+@frame("cross_checks.offset_commits")
+def OFFSET_COMMITS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Transactional offset commits of the audited replicas by producers the coordinator records know.
+
+    `is_listed`: an Ongoing record of the producer, at any epoch, lists the commit's __consumer_offsets partition.
+    """
+    records = inputs.coordinator_records
+    if records is None or inputs.offset_commits is None:
+        return None
+    replicas = inputs.batches.select(*TP, "broker_id").distinct()
+    return (
+        inputs.offset_commits.where(F.col("decode_error").isNull())
         .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
         .join(replicas, on=[*TP, "broker_id"], how="inner")
         .withColumn("tp_name", _tp_name())
-        .join(known, on="producer_id", how="inner")
-        .join(listed.drop("producer_epoch").distinct(), on=["producer_id", "tp_name"], how="left")
+        .join(_known_producers(records), on="producer_id", how="inner")
+        .join(_ongoing_partitions(records).drop("producer_epoch").distinct(), on=["producer_id", "tp_name"], how="left")
         .select(
             "*",
             F.col("record_offset").alias("base_offset"),
             F.col("record_offset").alias("last_offset"),
         )
     )
-    return findings.unionByName(
-        explode_findings(
-            commits,
-            [
-                finding(
-                    OFFSETS_PARTITION_NOT_ADDED,
-                    F.col("is_listed").isNull(),
-                    F.format_string(
-                        "offset commit of group %s by producer %d on %s, which no Ongoing record of it lists",
-                        "group",
-                        "producer_id",
-                        "tp_name",
-                    ),
-                    {"group": F.col("group"), "committed_topic": F.col("committed_topic")},
-                )
-            ],
-        )
+
+
+@check(OFFSETS_PARTITION_NOT_ADDED, on=OFFSET_COMMITS)
+def offsets_partition_not_added(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_listed").isNull(),
+        F.format_string(
+            "offset commit of group %s by producer %d on %s, which no Ongoing record of it lists",
+            "group",
+            "producer_id",
+            "tp_name",
+        ),
+        {"group": F.col("group"), "committed_topic": F.col("committed_topic")},
     )
 
 
@@ -288,15 +311,22 @@ def _latest_per_id(records: DataFrame) -> DataFrame:
     )
 
 
-def hanging_findings(transactions: DataFrame, records: DataFrame) -> DataFrame:
-    """XTX-005: open transactions whose transactional id, by its latest record, is no longer in them."""
+@frame("cross_checks.open_transaction_ids")
+def OPEN_TRANSACTION_IDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Each open transaction with each transactional id its producer id had, and that id's latest record (`latest`).
+
+    Located at the transaction's first offset.
+    """
+    records = inputs.coordinator_records
+    if records is None:
+        return None
     ids_of_producer = (
         records.where(F.col("producer_id") >= 0)
         .select("producer_id", F.col("topic").alias("coordinator_topic"), "transactional_id")
         .distinct()
     )
-    rows = (
-        transactions.where(F.col("outcome") == OUTCOME_OPEN)
+    return (
+        inputs.transactions.where(F.col("outcome") == OUTCOME_OPEN)
         .join(ids_of_producer, on="producer_id", how="inner")
         .join(_latest_per_id(records), on=["coordinator_topic", "transactional_id"], how="inner")
         .withColumn("tp_name", _tp_name())
@@ -307,71 +337,58 @@ def hanging_findings(transactions: DataFrame, records: DataFrame) -> DataFrame:
             F.lit(None).cast("long").alias("position"),
         )
     )
+
+
+@check(HANGING_CONFIRMED, on=OPEN_TRANSACTION_IDS)
+def hanging_confirmed(ctx: AuditContext) -> Fires:
     latest_state = F.col("latest.state")
     in_latest = F.coalesce(F.array_contains("latest.partition_set", F.col("tp_name")), F.lit(False))
-    moved_on = (
+    return Fires(
         F.col("latest.is_tombstone")
         | latest_state.isin(EMPTY, *COMPLETE_STATES)
         | (F.col("latest.producer_id") != F.col("producer_id"))
         | ((latest_state == ONGOING) & (F.col("latest.producer_epoch") > F.col("producer_epoch")))
-        | (latest_state.isin(ONGOING, PREPARE_COMMIT, PREPARE_ABORT) & ~in_latest)
-    )
-    return explode_findings(
-        rows,
-        [
-            finding(
-                HANGING_CONFIRMED,
-                moved_on,
-                F.format_string(
-                    "transaction of producer %d open from offset %d, but %s is %s (producer %d epoch %d)",
-                    "producer_id",
-                    "first_offset",
-                    "transactional_id",
-                    F.coalesce("latest.state_name", F.lit("deleted")),
-                    F.coalesce("latest.producer_id", F.lit(-1)),
-                    F.coalesce("latest.producer_epoch", F.lit(-1)),
-                ),
-                {"transactional_id": F.col("transactional_id"), "latest_record_offset": F.col("latest.record_offset")},
-            )
-        ],
+        | (latest_state.isin(ONGOING, PREPARE_COMMIT, PREPARE_ABORT) & ~in_latest),
+        F.format_string(
+            "transaction of producer %d open from offset %d, but %s is %s (producer %d epoch %d)",
+            "producer_id",
+            "first_offset",
+            "transactional_id",
+            F.coalesce("latest.state_name", F.lit("deleted")),
+            F.coalesce("latest.producer_id", F.lit(-1)),
+            F.coalesce("latest.producer_epoch", F.lit(-1)),
+        ),
+        {"transactional_id": F.col("transactional_id"), "latest_record_offset": F.col("latest.record_offset")},
     )
 
 
-def shared_producer_findings(prepared: DataFrame, records: DataFrame) -> DataFrame:
-    """XTX-011: one finding per transactional producer id that more than one transactional id has used."""
-    writers = prepared.where(F.col("is_transactional") & (F.col("producer_id") >= 0)).select("producer_id").distinct()
+@frame("cross_checks.transactional_producers")
+def TRANSACTIONAL_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """One row per producer id that writes transactional data, with the transactional ids mapped to it (`ids`).
+
+    Only producer ids the coordinator records name; located at the first record naming it.
+    """
+    records = inputs.coordinator_records
+    if records is None:
+        return None
+    writers = (
+        inputs.batches.where(F.col("is_transactional") & (F.col("producer_id") >= 0)).select("producer_id").distinct()
+    )
     first = F.min(F.struct("record_offset", *TP, "source_file", "position", "broker_id", "producer_epoch"))
-    rows = (
+    return (
         records.where(F.col("transactional_id").isNotNull() & (F.col("producer_id") >= 0))
         .join(writers, on="producer_id", how="inner")
         .groupBy("producer_id")
         .agg(F.sort_array(F.collect_set("transactional_id")).alias("ids"), first.alias("first"))
-        .where(F.size("ids") > 1)
         .select("producer_id", "ids", "first.*")
         .withColumns({"base_offset": F.col("record_offset"), "last_offset": F.col("record_offset")})
     )
-    return explode_findings(
-        rows,
-        [
-            finding(
-                PID_TO_MANY_IDS,
-                F.lit(True),
-                F.format_string(
-                    "producer %d is used by transactional ids %s", "producer_id", F.array_join("ids", ", ")
-                ),
-                {"transactional_ids": F.array_join("ids", ",")},
-            )
-        ],
-    )
 
 
-def cross_check_findings(
-    prepared: DataFrame, transactions: DataFrame, records: DataFrame, offset_commits: DataFrame | None
-) -> DataFrame:
-    """Every §6.8 finding the audit implements."""
-    return (
-        marker_findings(prepared, records)
-        .unionByName(unlisted_partition_findings(transactions, offset_commits, records, prepared))
-        .unionByName(hanging_findings(transactions, records))
-        .unionByName(shared_producer_findings(prepared, records))
+@check(PID_TO_MANY_IDS, on=TRANSACTIONAL_PRODUCERS)
+def pid_to_many_ids(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.size("ids") > 1,
+        F.format_string("producer %d is used by transactional ids %s", "producer_id", F.array_join("ids", ", ")),
+        {"transactional_ids": F.array_join("ids", ",")},
     )

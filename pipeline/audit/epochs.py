@@ -5,10 +5,10 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import finding
-from pipeline.audit.registry import rule
+from pipeline.audit.context import AuditContext
+from pipeline.audit.frames import PRODUCER_BATCHES
+from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import CONTROL_ABORT
-from pipeline.config import AuditSettings
 
 EPOCH_MAX = 32767
 
@@ -72,87 +72,123 @@ TXN_EPOCH_MAX = rule(
 )
 
 
-def row_checks(settings: AuditSettings) -> list[Column]:
-    known = F.col("state_epoch").isNotNull()
-    closing = F.col("is_marker") & F.col("txn_open")
-    bump = F.col("producer_epoch") - F.col("txn_max_epoch")
-    fence_bump = F.when(F.col("is_tv2"), F.lit(2)).otherwise(F.lit(1))
-    evidence = {"state_epoch": F.col("state_epoch"), "epoch": F.col("producer_epoch")}
-    marker_evidence = {
+def _known() -> Column:
+    return F.col("state_epoch").isNotNull()
+
+
+def _closing() -> Column:
+    """A marker that closes an open transaction."""
+    return F.col("is_marker") & F.col("txn_open")
+
+
+def _bump() -> Column:
+    """How far the marker's epoch is above the data epoch of the transaction it closes."""
+    return F.col("producer_epoch") - F.col("txn_max_epoch")
+
+
+def _fence_bump() -> Column:
+    return F.when(F.col("is_tv2"), F.lit(2)).otherwise(F.lit(1))
+
+
+def _evidence() -> dict[str, Column]:
+    return {"state_epoch": F.col("state_epoch"), "epoch": F.col("producer_epoch")}
+
+
+def _marker_evidence() -> dict[str, Column]:
+    return {
         "transaction_epoch": F.col("txn_max_epoch"),
         "marker_epoch": F.col("producer_epoch"),
         "transaction_first_offset": F.col("txn_first_offset"),
         "transaction_version": F.col("transaction_version"),
     }
-    return [
-        finding(
-            DATA_EPOCH_REGRESSION,
-            F.col("is_data") & known & (F.col("producer_epoch") < F.col("state_epoch")),
-            F.format_string(
-                "producer %d writes data at epoch %d after epoch %d",
-                F.col("producer_id"),
-                F.col("producer_epoch"),
-                F.col("state_epoch"),
-            ),
-            evidence,
-            severity=F.when(F.col("state_expired"), F.lit("WARN")).otherwise(F.lit("ERROR")),
+
+
+@check(DATA_EPOCH_REGRESSION, on=PRODUCER_BATCHES)
+def data_epoch_regression(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_data") & _known() & (F.col("producer_epoch") < F.col("state_epoch")),
+        F.format_string(
+            "producer %d writes data at epoch %d after epoch %d",
+            F.col("producer_id"),
+            F.col("producer_epoch"),
+            F.col("state_epoch"),
         ),
-        finding(
-            MARKER_EPOCH_REGRESSION,
-            F.col("is_marker") & known & (F.col("producer_epoch") < F.col("state_epoch")),
-            F.format_string(
-                "marker of producer %d at epoch %d after epoch %d",
-                F.col("producer_id"),
-                F.col("producer_epoch"),
-                F.col("state_epoch"),
-            ),
-            evidence,
+        _evidence(),
+        severity=F.when(F.col("state_expired"), F.lit("WARN")).otherwise(F.lit("ERROR")),
+    )
+
+
+@check(MARKER_EPOCH_REGRESSION, on=PRODUCER_BATCHES)
+def marker_epoch_regression(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_marker") & _known() & (F.col("producer_epoch") < F.col("state_epoch")),
+        F.format_string(
+            "marker of producer %d at epoch %d after epoch %d",
+            F.col("producer_id"),
+            F.col("producer_epoch"),
+            F.col("state_epoch"),
         ),
-        finding(
-            TV2_MARKER_EPOCH_NOT_GREATER,
-            closing & F.col("is_tv2") & (bump == 0),
-            F.format_string(
-                "TV2 marker at the transaction's own epoch %d (expected %d)",
-                F.col("producer_epoch"),
-                F.col("producer_epoch") + 1,
-            ),
-            marker_evidence,
-            severity=F.lit("WARN" if settings.broker_older_than("4.2") else "ERROR"),
+        _evidence(),
+    )
+
+
+@check(TV2_MARKER_EPOCH_NOT_GREATER, on=PRODUCER_BATCHES)
+def tv2_marker_epoch_not_greater(ctx: AuditContext) -> Fires:
+    return Fires(
+        _closing() & F.col("is_tv2") & (_bump() == 0),
+        F.format_string(
+            "TV2 marker at the transaction's own epoch %d (expected %d)",
+            F.col("producer_epoch"),
+            F.col("producer_epoch") + 1,
         ),
-        finding(
-            FENCE_ABORT,
-            closing & (F.col("control_type") == CONTROL_ABORT) & (bump == fence_bump),
-            F.format_string(
-                "transaction from offset %d aborted at epoch %d over data epoch %d (fenced or timed out)",
-                F.col("txn_first_offset"),
-                F.col("producer_epoch"),
-                F.col("txn_max_epoch"),
-            ),
-            marker_evidence,
+        _marker_evidence(),
+        severity=F.lit("WARN" if ctx.settings.broker_older_than("4.2") else "ERROR"),
+    )
+
+
+@check(FENCE_ABORT, on=PRODUCER_BATCHES)
+def fence_abort(ctx: AuditContext) -> Fires:
+    return Fires(
+        _closing() & (F.col("control_type") == CONTROL_ABORT) & (_bump() == _fence_bump()),
+        F.format_string(
+            "transaction from offset %d aborted at epoch %d over data epoch %d (fenced or timed out)",
+            F.col("txn_first_offset"),
+            F.col("producer_epoch"),
+            F.col("txn_max_epoch"),
         ),
-        finding(
-            MARKER_EPOCH_JUMP,
-            closing & (bump > fence_bump),
-            F.format_string(
-                "marker epoch %d is %d above the transaction's data epoch %d",
-                F.col("producer_epoch"),
-                bump,
-                F.col("txn_max_epoch"),
-            ),
-            marker_evidence,
+        _marker_evidence(),
+    )
+
+
+@check(MARKER_EPOCH_JUMP, on=PRODUCER_BATCHES)
+def marker_epoch_jump(ctx: AuditContext) -> Fires:
+    return Fires(
+        _closing() & (_bump() > _fence_bump()),
+        F.format_string(
+            "marker epoch %d is %d above the transaction's data epoch %d",
+            F.col("producer_epoch"),
+            _bump(),
+            F.col("txn_max_epoch"),
         ),
-        finding(
-            EPOCH_SKIP,
-            known & ((F.col("producer_epoch") - F.col("state_epoch")) > 1),
-            F.format_string(
-                "producer %d epoch %d -> %d", F.col("producer_id"), F.col("state_epoch"), F.col("producer_epoch")
-            ),
-            evidence,
+        _marker_evidence(),
+    )
+
+
+@check(EPOCH_SKIP, on=PRODUCER_BATCHES)
+def epoch_skip(ctx: AuditContext) -> Fires:
+    return Fires(
+        _known() & ((F.col("producer_epoch") - F.col("state_epoch")) > 1),
+        F.format_string(
+            "producer %d epoch %d -> %d", F.col("producer_id"), F.col("state_epoch"), F.col("producer_epoch")
         ),
-        finding(
-            TXN_EPOCH_MAX,
-            F.col("is_data") & F.col("is_transactional") & (F.col("producer_epoch") == EPOCH_MAX),
-            F.format_string("transactional data of producer %d at epoch 32767", F.col("producer_id")),
-            evidence,
-        ),
-    ]
+        _evidence(),
+    )
+
+
+@check(TXN_EPOCH_MAX, on=PRODUCER_BATCHES)
+def txn_epoch_max(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_data") & F.col("is_transactional") & (F.col("producer_epoch") == EPOCH_MAX),
+        F.format_string("transactional data of producer %d at epoch 32767", F.col("producer_id")),
+        _evidence(),
+    )

@@ -1,7 +1,7 @@
 """Rules about a partition's other files (spec §6.1): naming, offset and time indexes, partition.metadata
 and the leader-epoch checkpoint. The problems are found while decoding the files
-(`pipeline.sources.partition_files`, table `file_problems`); this module registers the rules and turns
-those rows into findings.
+(`pipeline.sources.partition_files`, table `file_problems`); this module registers the rules, and each rule's
+check fires on the rows that carry its code.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import FINDING_FIELDS
-from pipeline.audit.registry import RULES, rule
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.registry import Fires, Rule, check, frame, rule
 from pipeline.audit.replay import TP
 
 FILE_NAMING = rule(
@@ -52,26 +52,58 @@ EPOCH_CHECKPOINT_FORMAT = rule(
 )
 
 
-def file_problem_findings(file_problems: DataFrame, replicas: DataFrame) -> DataFrame:
-    """Findings for the file problems of the audited replicas, named from the registry."""
-    names = F.create_map(*[item for r in RULES.values() for item in (F.lit(r.code), F.lit(r.name))])
+@frame("file_problems")
+def FILE_PROBLEMS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Problems the partition-file reader found in the audited replicas' files, each carrying its rule code.
+
+    The row's `severity` and `message` are the finding's; it is located at the file and byte position.
+    """
+    if inputs.file_problems is None:
+        return None
     return (
-        file_problems.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
-        .join(replicas.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner")
+        inputs.file_problems.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+        .join(inputs.replicas.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner")
         .select(
             "rule_code",
-            names[F.col("rule_code")].alias("rule_name"),
             "severity",
             *TP,
             F.lit(None).cast("long").alias("producer_id"),
             F.lit(None).cast("int").alias("producer_epoch"),
             F.lit(None).cast("long").alias("base_offset"),
             F.lit(None).cast("long").alias("last_offset"),
-            F.col("source_file").alias("segment"),
+            "source_file",
             "position",
             "message",
-            F.create_map().cast("map<string,string>").alias("evidence"),
             "broker_id",
         )
-        .select(*FINDING_FIELDS)
     )
+
+
+def _reported(target: Rule) -> Fires:
+    """The file problems the reader filed under `target`, as it worded and graded them."""
+    return Fires(F.col("rule_code") == F.lit(target.code), F.col("message"), {}, severity=F.col("severity"))
+
+
+@check(FILE_NAMING, on=FILE_PROBLEMS)
+def file_naming(ctx: AuditContext) -> Fires:
+    return _reported(FILE_NAMING)
+
+
+@check(OFFSET_INDEX, on=FILE_PROBLEMS)
+def offset_index(ctx: AuditContext) -> Fires:
+    return _reported(OFFSET_INDEX)
+
+
+@check(TIME_INDEX, on=FILE_PROBLEMS)
+def time_index(ctx: AuditContext) -> Fires:
+    return _reported(TIME_INDEX)
+
+
+@check(PARTITION_METADATA, on=FILE_PROBLEMS)
+def partition_metadata(ctx: AuditContext) -> Fires:
+    return _reported(PARTITION_METADATA)
+
+
+@check(EPOCH_CHECKPOINT_FORMAT, on=FILE_PROBLEMS)
+def epoch_checkpoint_format(ctx: AuditContext) -> Fires:
+    return _reported(EPOCH_CHECKPOINT_FORMAT)

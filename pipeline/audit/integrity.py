@@ -6,13 +6,13 @@ These look at every entry the decoder found, including the ones the broker's ite
 
 from __future__ import annotations
 
-from pyspark.sql import Column, Window
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import finding
-from pipeline.audit.registry import rule
-from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP
-from pipeline.config import AuditSettings
+from pipeline.audit.context import AuditContext
+from pipeline.audit.frames import BATCHES
+from pipeline.audit.registry import Fires, check, rule
+from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT
 from schemas.batches import STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
 
 MAX_CODEC_ID = 4  # zstd
@@ -143,30 +143,30 @@ SEGMENT_OVERLAP = rule(
 )
 
 
-def row_checks(settings: AuditSettings) -> list[Column]:
-    replica = [*TP, "broker_id"]
-    in_file_order = Window.partitionBy(*replica).orderBy("segment_base_offset", "position")
-    readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
-    v2 = (F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2)
-    client_topic = ~F.col("is_coordinator_topic") & ~F.col("is_kraft_topic")
-    last_segment = F.col("segment_base_offset") == F.max("segment_base_offset").over(Window.partitionBy(*replica))
-    previous = F.lag(F.when(readable, F.struct("last_offset", "partition_leader_epoch"))).over(in_file_order)
-    previous_last = F.max(F.when(readable, F.col("last_offset"))).over(
-        in_file_order.rowsBetween(Window.unboundedPreceding, -1)
-    )
-    max_leader_epoch_before = F.max(F.when(v2, F.col("partition_leader_epoch"))).over(
-        in_file_order.rowsBetween(Window.unboundedPreceding, -1)
-    )
-    segment_first = F.row_number().over(
-        Window.partitionBy(*replica, "segment_base_offset").orderBy("position")
-    ) == F.lit(1)
-    following = F.lead(F.struct("segment_base_offset", "entry_status")).over(in_file_order)
-    first_segment = F.col("segment_base_offset") == F.min("segment_base_offset").over(Window.partitionBy(*replica))
-    expected_count = F.col("last_offset_delta") + 1
-    control = v2 & F.col("is_control")
-    empty_control = control & (F.col("record_count") == 0)
+# Conditions on one row of BATCHES; the neighbour state (`max_last_offset_before`, ...) comes from the replay.
+def _readable() -> Column:
+    return F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
+
+
+def _v2() -> Column:
+    return (F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2)
+
+
+def _client_topic() -> Column:
+    return ~F.col("is_coordinator_topic") & ~F.col("is_kraft_topic")
+
+
+def _crc_not_failed() -> Column:
+    return F.coalesce(F.col("crc_valid"), F.lit(True))
+
+
+def _location() -> dict[str, Column]:
+    return {"position": F.col("position"), "size_bytes": F.col("size_bytes"), "note": F.col("entry_note")}
+
+
+def _control_shape_broken() -> Column:
     kraft_type_on_topic = ~F.col("is_kraft_topic") & ~F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
-    control_shape_broken = (
+    return (
         ~F.col("is_transactional")
         | (F.col("base_sequence") != -1)
         | (F.col("compression") != 0)
@@ -175,177 +175,218 @@ def row_checks(settings: AuditSettings) -> list[Column]:
         | (F.col("producer_id") < 0)
         | ((F.col("record_count") == 1) & (F.col("control_type").isNull() | kraft_type_on_topic))
     ) & ~F.col("is_kraft_topic")
-    location = {"position": F.col("position"), "size_bytes": F.col("size_bytes"), "note": F.col("entry_note")}
-    crc_not_failed = F.coalesce(F.col("crc_valid"), F.lit(True))
 
-    return [
-        finding(
-            TRUNCATED_TAIL,
-            F.col("entry_status") == STATUS_TRUNCATED,
-            F.format_string(
-                "%d trailing bytes at position %d do not form an entry", F.col("size_bytes"), F.col("position")
-            ),
-            location,
-            severity=F.when(last_segment, F.lit("WARN")).otherwise(F.lit("ERROR")),
+
+@check(TRUNCATED_TAIL, on=BATCHES)
+def truncated_tail(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("entry_status") == STATUS_TRUNCATED,
+        F.format_string("%d trailing bytes at position %d do not form an entry", F.col("size_bytes"), F.col("position")),
+        _location(),
+        severity=F.when(F.col("in_last_segment"), F.lit("WARN")).otherwise(F.lit("ERROR")),
+    )
+
+
+@check(ENTRY_TOO_SMALL, on=BATCHES)
+def entry_too_small(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("entry_status") == STATUS_TOO_SMALL,
+        F.format_string("entry at position %d is too small to be a batch", F.col("position")),
+        _location(),
+    )
+
+
+@check(BAD_MAGIC, on=BATCHES)
+def bad_magic(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("entry_status") == STATUS_BAD_MAGIC,
+        F.format_string("magic byte %d at position %d", F.col("magic"), F.col("position")),
+        {**_location(), "magic": F.col("magic")},
+    )
+
+
+@check(CRC_MISMATCH, on=BATCHES)
+def crc_mismatch(ctx: AuditContext) -> Fires:
+    return Fires(
+        _readable() & (F.col("crc_valid") == F.lit(False)),
+        F.format_string("stored CRC %d does not match the batch bytes", F.col("crc")),
+        {**_location(), "stored_crc": F.col("crc")},
+    )
+
+
+@check(ATTRIBUTE_INVALID, on=BATCHES)
+def attribute_invalid(ctx: AuditContext) -> Fires:
+    return Fires(
+        _v2()
+        & (
+            (F.col("compression") > MAX_CODEC_ID)
+            | ((F.col("attributes").bitwiseAND(UNUSED_ATTRIBUTE_BITS)) != 0)
+            | (F.col("has_delete_horizon") & ~F.col("is_compacted"))
         ),
-        finding(
-            ENTRY_TOO_SMALL,
-            F.col("entry_status") == STATUS_TOO_SMALL,
-            F.format_string("entry at position %d is too small to be a batch", F.col("position")),
-            location,
+        F.format_string("attributes 0x%04x", F.col("attributes")),
+        {"attributes": F.col("attributes"), "compression": F.col("compression")},
+        severity=F.when(F.col("compression") > MAX_CODEC_ID, F.lit("ERROR")).otherwise(F.lit("WARN")),
+    )
+
+
+@check(RECORD_STRUCTURE, on=BATCHES)
+def record_structure(ctx: AuditContext) -> Fires:
+    return Fires(
+        _v2() & _crc_not_failed() & F.col("record_problem").isNotNull(),
+        F.format_string("records do not parse: %s", F.col("record_problem")),
+        {**_location(), "compression": F.col("compression"), "record_count": F.col("record_count")},
+    )
+
+
+@check(COUNT_INCONSISTENT, on=BATCHES)
+def count_inconsistent(ctx: AuditContext) -> Fires:
+    expected_count = F.col("last_offset_delta") + 1
+    return Fires(
+        _v2()
+        & ~F.col("is_control")
+        & (
+            (F.col("record_count") < 0)
+            | (~F.col("is_compacted") & (F.col("record_count") != expected_count))
+            | (F.col("is_compacted") & (F.col("record_count") > expected_count))
         ),
-        finding(
-            BAD_MAGIC,
-            F.col("entry_status") == STATUS_BAD_MAGIC,
-            F.format_string("magic byte %d at position %d", F.col("magic"), F.col("position")),
-            {**location, "magic": F.col("magic")},
+        F.format_string(
+            "record count %d for offsets %d..%d", F.col("record_count"), F.col("base_offset"), F.col("last_offset")
         ),
-        finding(
-            CRC_MISMATCH,
-            readable & (F.col("crc_valid") == F.lit(False)),
-            F.format_string("stored CRC %d does not match the batch bytes", F.col("crc")),
-            {**location, "stored_crc": F.col("crc")},
+        {"record_count": F.col("record_count"), "last_offset_delta": F.col("last_offset_delta")},
+        severity=F.when(F.col("record_count") == 0, F.lit("WARN")).otherwise(F.lit("ERROR")),
+    )
+
+
+@check(MAX_TIMESTAMP, on=BATCHES)
+def max_timestamp(ctx: AuditContext) -> Fires:
+    return Fires(
+        _v2()
+        & _crc_not_failed()
+        & (F.col("timestamp_type") == 0)
+        & (F.col("record_count") > 0)
+        & (F.col("max_timestamp") != F.col("max_record_timestamp")),
+        F.format_string(
+            "maxTimestamp %d but the largest record timestamp is %d",
+            F.col("max_timestamp"),
+            F.col("max_record_timestamp"),
         ),
-        finding(
-            ATTRIBUTE_INVALID,
-            v2
-            & (
-                (F.col("compression") > MAX_CODEC_ID)
-                | ((F.col("attributes").bitwiseAND(UNUSED_ATTRIBUTE_BITS)) != 0)
-                | (F.col("has_delete_horizon") & ~F.col("is_compacted"))
-            ),
-            F.format_string("attributes 0x%04x", F.col("attributes")),
-            {"attributes": F.col("attributes"), "compression": F.col("compression")},
-            severity=F.when(F.col("compression") > MAX_CODEC_ID, F.lit("ERROR")).otherwise(F.lit("WARN")),
+        {"max_timestamp": F.col("max_timestamp"), "max_record_timestamp": F.col("max_record_timestamp")},
+    )
+
+
+@check(PRODUCER_FIELDS, on=BATCHES)
+def producer_fields(ctx: AuditContext) -> Fires:
+    return Fires(
+        _v2()
+        & (
+            (F.col("is_transactional") & (F.col("producer_id") < 0))
+            | ((F.col("producer_id") >= 0) & (F.col("producer_epoch") < 0))
+            | (~F.col("is_control") & _client_topic() & (F.col("producer_id") >= 0) & (F.col("base_sequence") < 0))
+            | (
+                (F.col("producer_id") < 0)
+                & ((F.col("producer_epoch") != -1) | (_client_topic() & (F.col("base_sequence") != -1)))
+            )
         ),
-        finding(
-            RECORD_STRUCTURE,
-            v2 & crc_not_failed & F.col("record_problem").isNotNull(),
-            F.format_string("records do not parse: %s", F.col("record_problem")),
-            {**location, "compression": F.col("compression"), "record_count": F.col("record_count")},
+        F.format_string(
+            "producer id %d, epoch %d, base sequence %d",
+            F.col("producer_id"),
+            F.col("producer_epoch"),
+            F.col("base_sequence"),
         ),
-        finding(
-            COUNT_INCONSISTENT,
-            v2
-            & ~F.col("is_control")
-            & (
-                (F.col("record_count") < 0)
-                | (~F.col("is_compacted") & (F.col("record_count") != expected_count))
-                | (F.col("is_compacted") & (F.col("record_count") > expected_count))
-            ),
-            F.format_string(
-                "record count %d for offsets %d..%d", F.col("record_count"), F.col("base_offset"), F.col("last_offset")
-            ),
-            {"record_count": F.col("record_count"), "last_offset_delta": F.col("last_offset_delta")},
-            severity=F.when(F.col("record_count") == 0, F.lit("WARN")).otherwise(F.lit("ERROR")),
+        {"is_transactional": F.col("is_transactional")},
+        severity=F.when((F.col("producer_id") < 0) & ~F.col("is_transactional"), F.lit("WARN")).otherwise(
+            F.lit("ERROR")
         ),
-        finding(
-            MAX_TIMESTAMP,
-            v2
-            & crc_not_failed
-            & (F.col("timestamp_type") == 0)
-            & (F.col("record_count") > 0)
-            & (F.col("max_timestamp") != F.col("max_record_timestamp")),
-            F.format_string(
-                "maxTimestamp %d but the largest record timestamp is %d",
-                F.col("max_timestamp"),
-                F.col("max_record_timestamp"),
-            ),
-            {"max_timestamp": F.col("max_timestamp"), "max_record_timestamp": F.col("max_record_timestamp")},
+    )
+
+
+@check(CONTROL_BATCH_SHAPE, on=BATCHES)
+def control_batch_shape(ctx: AuditContext) -> Fires:
+    control = _v2() & F.col("is_control")
+    empty_control = control & (F.col("record_count") == 0)
+    return Fires(
+        control & (_control_shape_broken() | empty_control),
+        F.format_string(
+            "control batch: transactional=%s sequence=%d codec=%d records=%d control type=%s",
+            F.col("is_transactional"),
+            F.col("base_sequence"),
+            F.col("compression"),
+            F.col("record_count"),
+            F.coalesce(F.col("control_type").cast("string"), F.lit("unreadable")),
         ),
-        finding(
-            PRODUCER_FIELDS,
-            v2
-            & (
-                (F.col("is_transactional") & (F.col("producer_id") < 0))
-                | ((F.col("producer_id") >= 0) & (F.col("producer_epoch") < 0))
-                | (~F.col("is_control") & client_topic & (F.col("producer_id") >= 0) & (F.col("base_sequence") < 0))
-                | (
-                    (F.col("producer_id") < 0)
-                    & ((F.col("producer_epoch") != -1) | (client_topic & (F.col("base_sequence") != -1)))
-                )
-            ),
-            F.format_string(
-                "producer id %d, epoch %d, base sequence %d",
-                F.col("producer_id"),
-                F.col("producer_epoch"),
-                F.col("base_sequence"),
-            ),
-            {"is_transactional": F.col("is_transactional")},
-            severity=F.when((F.col("producer_id") < 0) & ~F.col("is_transactional"), F.lit("WARN")).otherwise(
-                F.lit("ERROR")
-            ),
+        {"note": F.col("entry_note"), "control_type": F.col("control_type")},
+        severity=F.when(_control_shape_broken(), F.lit("ERROR"))
+        .when(F.col("is_compacted"), F.lit("INFO"))
+        .otherwise(F.lit("WARN")),
+    )
+
+
+@check(OFFSETS_NOT_INCREASING, on=BATCHES)
+def offsets_not_increasing(ctx: AuditContext) -> Fires:
+    previous_last = F.col("max_last_offset_before")
+    return Fires(
+        _readable() & (F.col("base_offset") <= previous_last),
+        F.format_string("batch starts at %d after offset %d", F.col("base_offset"), previous_last),
+        {"previous_last_offset": previous_last},
+    )
+
+
+@check(OFFSET_GAP, on=BATCHES)
+def offset_gap(ctx: AuditContext) -> Fires:
+    previous_last = F.col("previous_readable_last_offset")
+    return Fires(
+        _readable() & ~F.col("is_compacted") & (F.col("base_offset") > previous_last + 1),
+        F.format_string("offsets %d..%d are missing", previous_last + 1, F.col("base_offset") - 1),
+        {"previous_last_offset": previous_last},
+    )
+
+
+@check(LEADER_EPOCH_REGRESSION, on=BATCHES)
+def leader_epoch_regression(ctx: AuditContext) -> Fires:
+    before = F.col("max_leader_epoch_before")
+    return Fires(
+        _v2()
+        & (
+            (F.col("partition_leader_epoch") < before)
+            | (_client_topic() & (F.col("partition_leader_epoch") == -1))
         ),
-        finding(
-            CONTROL_BATCH_SHAPE,
-            control & (control_shape_broken | empty_control),
-            F.format_string(
-                "control batch: transactional=%s sequence=%d codec=%d records=%d control type=%s",
-                F.col("is_transactional"),
-                F.col("base_sequence"),
-                F.col("compression"),
-                F.col("record_count"),
-                F.coalesce(F.col("control_type").cast("string"), F.lit("unreadable")),
-            ),
-            {"note": F.col("entry_note"), "control_type": F.col("control_type")},
-            severity=F.when(control_shape_broken, F.lit("ERROR"))
-            .when(F.col("is_compacted"), F.lit("INFO"))
-            .otherwise(F.lit("WARN")),
+        F.format_string("partition leader epoch %d after %d", F.col("partition_leader_epoch"), before),
+        {"previous_max_leader_epoch": before},
+        severity=F.when(F.col("partition_leader_epoch") == -1, F.lit("WARN")).otherwise(F.lit("ERROR")),
+    )
+
+
+@check(SEGMENT_BASE, on=BATCHES)
+def segment_base(ctx: AuditContext) -> Fires:
+    return Fires(
+        _readable()
+        & F.col("is_segment_first")
+        & (
+            (F.col("last_offset") < F.col("segment_base_offset"))
+            | (
+                ~F.col("is_compacted")
+                & ~F.col("in_first_segment")
+                & (F.col("base_offset") > F.col("segment_base_offset"))
+            )
         ),
-        finding(
-            OFFSETS_NOT_INCREASING,
-            readable & (F.col("base_offset") <= previous_last),
-            F.format_string("batch starts at %d after offset %d", F.col("base_offset"), previous_last),
-            {"previous_last_offset": previous_last},
+        F.format_string(
+            "segment %d starts with offsets %d..%d",
+            F.col("segment_base_offset"),
+            F.col("base_offset"),
+            F.col("last_offset"),
         ),
-        finding(
-            OFFSET_GAP,
-            readable & ~F.col("is_compacted") & (F.col("base_offset") > previous["last_offset"] + 1),
-            F.format_string("offsets %d..%d are missing", previous["last_offset"] + 1, F.col("base_offset") - 1),
-            {"previous_last_offset": previous["last_offset"]},
+        {"segment_base_offset": F.col("segment_base_offset")},
+        severity=F.when(F.col("last_offset") < F.col("segment_base_offset"), F.lit("ERROR")).otherwise(F.lit("WARN")),
+    )
+
+
+@check(SEGMENT_OVERLAP, on=BATCHES)
+def segment_overlap(ctx: AuditContext) -> Fires:
+    following = F.col("next_entry_segment_base_offset")
+    return Fires(
+        _readable() & (following > F.col("segment_base_offset")) & (F.col("last_offset") >= following),
+        F.format_string(
+            "last offset %d reaches into the next segment starting at %d", F.col("last_offset"), following
         ),
-        finding(
-            LEADER_EPOCH_REGRESSION,
-            v2
-            & (
-                (F.col("partition_leader_epoch") < max_leader_epoch_before)
-                | (client_topic & (F.col("partition_leader_epoch") == -1))
-            ),
-            F.format_string(
-                "partition leader epoch %d after %d", F.col("partition_leader_epoch"), max_leader_epoch_before
-            ),
-            {"previous_max_leader_epoch": max_leader_epoch_before},
-            severity=F.when(F.col("partition_leader_epoch") == -1, F.lit("WARN")).otherwise(F.lit("ERROR")),
-        ),
-        finding(
-            SEGMENT_BASE,
-            readable
-            & segment_first
-            & (
-                (F.col("last_offset") < F.col("segment_base_offset"))
-                | (~F.col("is_compacted") & ~first_segment & (F.col("base_offset") > F.col("segment_base_offset")))
-            ),
-            F.format_string(
-                "segment %d starts with offsets %d..%d",
-                F.col("segment_base_offset"),
-                F.col("base_offset"),
-                F.col("last_offset"),
-            ),
-            {"segment_base_offset": F.col("segment_base_offset")},
-            severity=F.when(F.col("last_offset") < F.col("segment_base_offset"), F.lit("ERROR")).otherwise(
-                F.lit("WARN")
-            ),
-        ),
-        finding(
-            SEGMENT_OVERLAP,
-            readable
-            & (following["segment_base_offset"] > F.col("segment_base_offset"))
-            & (F.col("last_offset") >= following["segment_base_offset"]),
-            F.format_string(
-                "last offset %d reaches into the next segment starting at %d",
-                F.col("last_offset"),
-                following["segment_base_offset"],
-            ),
-            {"next_segment_base_offset": following["segment_base_offset"]},
-        ),
-    ]
+        {"next_segment_base_offset": following},
+    )

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import explode_findings, finding
-from pipeline.audit.registry import rule
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from schemas.batches import STATUS_OK
 
@@ -36,17 +36,12 @@ EPOCH_CHECKPOINT_VS_LOG = rule(
 )
 
 
-def leader_epoch_findings(leader_epochs: DataFrame, prepared: DataFrame, offsets: DataFrame) -> DataFrame:
-    """LEP-002 and LEP-003 for the checkpoint files of the audited replicas."""
-    entries = (
-        leader_epochs.where(F.col("problem").isNull())
-        .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
-        .join(prepared.select(*TP, "broker_id").distinct(), on=[*TP, "broker_id"], how="inner")
-    )
+def _entries(inputs: AuditInputs) -> DataFrame:
+    """Well-formed checkpoint entries of the audited replicas."""
     return (
-        _order_findings(entries)
-        .unionByName(_entry_findings(entries, prepared, offsets))
-        .unionByName(_unlisted_epoch_findings(entries, prepared, offsets))
+        inputs.leader_epochs.where(F.col("problem").isNull())
+        .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+        .join(inputs.batches.select(*TP, "broker_id").distinct(), on=[*TP, "broker_id"], how="inner")
     )
 
 
@@ -71,21 +66,35 @@ def _at_first_batch(rows: DataFrame) -> DataFrame:
     return _located(rows, first["base_offset"], first["last_offset"], first["source_file"], first["position"])
 
 
-def _order_findings(entries: DataFrame) -> DataFrame:
+@frame("leader_epochs.lines")
+def EPOCH_CHECKPOINT_LINES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Each checkpoint entry after the first of its file, with the entry on the line before it.
+
+    Located at the entry's start offset in the checkpoint file.
+    """
+    if inputs.leader_epochs is None:
+        return None
     in_file = Window.partitionBy(*TP, "broker_id", "source_file").orderBy("line")
-    rows = entries.select(
-        *TP,
-        "broker_id",
-        "source_file",
-        "line",
-        "epoch",
-        "start_offset",
-        F.lag("epoch").over(in_file).alias("previous_epoch"),
-        F.lag("start_offset").over(in_file).alias("previous_start_offset"),
-    ).where(F.col("previous_epoch").isNotNull())
-    located = _located(rows, F.col("start_offset"), F.lit(None), F.col("source_file"), F.lit(None))
-    check = finding(
-        EPOCH_CHECKPOINT_ORDER,
+    rows = (
+        _entries(inputs)
+        .select(
+            *TP,
+            "broker_id",
+            "source_file",
+            "line",
+            "epoch",
+            "start_offset",
+            F.lag("epoch").over(in_file).alias("previous_epoch"),
+            F.lag("start_offset").over(in_file).alias("previous_start_offset"),
+        )
+        .where(F.col("previous_epoch").isNotNull())
+    )
+    return _located(rows, F.col("start_offset"), F.lit(None), F.col("source_file"), F.lit(None))
+
+
+@check(EPOCH_CHECKPOINT_ORDER, on=EPOCH_CHECKPOINT_LINES)
+def epoch_checkpoint_order(ctx: AuditContext) -> Fires:
+    return Fires(
         (F.col("epoch") <= F.col("previous_epoch")) | (F.col("start_offset") <= F.col("previous_start_offset")),
         F.format_string(
             "leader-epoch-checkpoint line %d: epoch %d at offset %d follows epoch %d at offset %d",
@@ -97,7 +106,6 @@ def _order_findings(entries: DataFrame) -> DataFrame:
         ),
         {"line": F.col("line"), "previous_epoch": F.col("previous_epoch")},
     )
-    return explode_findings(located, [check])
 
 
 def _retained_v2(prepared: DataFrame, offsets: DataFrame) -> DataFrame:
@@ -119,18 +127,29 @@ def _first_batch_per_epoch(prepared: DataFrame, offsets: DataFrame) -> DataFrame
     )
 
 
-def _entry_findings(entries: DataFrame, prepared: DataFrame, offsets: DataFrame) -> DataFrame:
+@frame("leader_epochs.entries")
+def EPOCH_CHECKPOINT_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Checkpoint entries at or above the log start with the first retained batch of their epoch.
+
+    Located at that batch; the checkpoint file is in `checkpoint`.
+    """
+    if inputs.leader_epochs is None:
+        return None
     rows = (
-        entries.select(*TP, "broker_id", "epoch", "start_offset", "line", F.col("source_file").alias("checkpoint"))
-        .join(_first_batch_per_epoch(prepared, offsets), on=[*TP, "broker_id", "epoch"], how="inner")
+        _entries(inputs)
+        .select(*TP, "broker_id", "epoch", "start_offset", "line", F.col("source_file").alias("checkpoint"))
+        .join(_first_batch_per_epoch(inputs.batches, inputs.partitions), on=[*TP, "broker_id", "epoch"], how="inner")
         .where(F.col("start_offset") >= F.col("log_start_offset"))
     )
-    located = _at_first_batch(rows)
+    return _at_first_batch(rows)
+
+
+@check(EPOCH_CHECKPOINT_VS_LOG, on=EPOCH_CHECKPOINT_ENTRIES)
+def epoch_checkpoint_vs_log(ctx: AuditContext) -> Fires:
     moved_to_log_start = (F.col("start_offset") == F.col("log_start_offset")) & F.col("start_offset").between(
         F.col("first.base_offset"), F.col("first.last_offset")
     )
-    check = finding(
-        EPOCH_CHECKPOINT_VS_LOG,
+    return Fires(
         (F.col("start_offset") != F.col("first.base_offset")) & ~moved_to_log_start,
         F.format_string(
             "leader-epoch-checkpoint says epoch %d starts at offset %d; its first batch starts at %d",
@@ -140,24 +159,34 @@ def _entry_findings(entries: DataFrame, prepared: DataFrame, offsets: DataFrame)
         ),
         {"checkpoint": F.col("checkpoint"), "line": F.col("line"), "checkpoint_start_offset": F.col("start_offset")},
     )
-    return explode_findings(located, [check])
 
 
-def _unlisted_epoch_findings(entries: DataFrame, prepared: DataFrame, offsets: DataFrame) -> DataFrame:
-    listed = entries.select(*TP, "broker_id", "epoch", F.lit(True).alias("listed"))
+@frame("leader_epochs.log_epochs")
+def LOG_EPOCHS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """The leader epochs of the retained batches of each replica with a checkpoint, at their first batch.
+
+    `listed`: the checkpoint lists the epoch; `listed_epochs` are the epochs it lists.
+    """
+    if inputs.leader_epochs is None:
+        return None
+    entries = _entries(inputs)
+    listed = entries.select(*TP, "broker_id", "epoch").distinct().withColumn("listed", F.lit(True))
     checkpointed = entries.groupBy(*TP, "broker_id").agg(
         F.first("source_file").alias("checkpoint"), F.sort_array(F.collect_set("epoch")).alias("listed_epochs")
     )
     rows = (
-        _first_batch_per_epoch(prepared, offsets)
+        _first_batch_per_epoch(inputs.batches, inputs.partitions)
         .join(checkpointed, on=[*TP, "broker_id"], how="inner")
         .join(listed, on=[*TP, "broker_id", "epoch"], how="left")
-        .where(F.col("listed").isNull())
+        .withColumn("listed", F.coalesce("listed", F.lit(False)))
     )
-    located = _at_first_batch(rows)
-    check = finding(
-        EPOCH_CHECKPOINT_VS_LOG,
-        F.lit(True),
+    return _at_first_batch(rows)
+
+
+@check(EPOCH_CHECKPOINT_VS_LOG, on=LOG_EPOCHS)
+def epoch_not_in_checkpoint(ctx: AuditContext) -> Fires:
+    return Fires(
+        ~F.col("listed"),
         F.format_string(
             "batches of leader epoch %d from offset %d, which leader-epoch-checkpoint does not list",
             "epoch",
@@ -168,4 +197,3 @@ def _unlisted_epoch_findings(entries: DataFrame, prepared: DataFrame, offsets: D
             "listed_epochs": F.array_join(F.col("listed_epochs").cast("array<string>"), ","),
         },
     )
-    return explode_findings(located, [check])

@@ -1,15 +1,52 @@
-"""The one registry of audit rules: code, name, severity, spec section and description.
+"""The one registry of audit rules, the checks that fire them, and the frames the checks read.
 
-Rule modules register their rules here with `rule(...)`; the rule catalog in docs/rules.md is generated
-from this registry (`python -m pipeline.audit.catalog`), and findings take their name from it.
+A rule (`rule(...)`) is a code, a name, severities, a spec section and a description. Its checks are plain
+functions registered with `@check(RULE, on=FRAME)`: each returns a `Fires` (the condition, the message and
+the evidence, as Spark columns) evaluated on every row of one frame. A frame (`@frame(name)`) builds the
+DataFrame those rows come from, out of the audit's materialised state. The engine iterates this registry:
+it builds each frame once, evaluates all checks registered on it in one projection, and writes the findings.
+Nothing here is wired by hand per family, so adding a rule is adding a function.
+
+The rule catalog in docs/rules.md is generated from this registry (`python -m pipeline.audit.catalog`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from pyspark.sql import Column, DataFrame
+
+if TYPE_CHECKING:
+    from pipeline.audit.context import AuditContext, AuditInputs
 
 SEVERITIES = ("INFO", "WARN", "ERROR", "CRITICAL")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+
+
+class Fires(NamedTuple):
+    """What a check returns: when it fires on a row, what it says, and the evidence it keeps.
+
+    `severity` overrides the rule's main severity per row (one of the rule's declared severities);
+    `producer_epoch` overrides the epoch the finding is filed under.
+    """
+
+    when: Column
+    message: Column
+    evidence: Mapping[str, Column]
+    severity: Column | None = None
+    producer_epoch: Column | None = None
+
+
+CheckFunction = Callable[["AuditContext"], Fires]
+
+
+@dataclass(frozen=True)
+class Check:
+    rule: Rule
+    frame: str
+    function: CheckFunction
 
 
 @dataclass(frozen=True)
@@ -20,6 +57,7 @@ class Rule:
     section: str
     description: str
     also: tuple[str, ...] = field(default=())
+    checks: list[Check] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for severity in (self.severity, *self.also):
@@ -30,8 +68,26 @@ class Rule:
     def severities(self) -> tuple[str, ...]:
         return (self.severity, *self.also)
 
+    @property
+    def frames(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.frame for c in self.checks))
+
+
+FrameBuilder = Callable[["AuditInputs", "AuditContext"], DataFrame | None]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Rows that checks run on. `build` returns None when an input it needs was not given."""
+
+    name: str
+    build: FrameBuilder
+    description: str
+
 
 RULES: dict[str, Rule] = {}
+FRAMES: dict[str, Frame] = {}
+CHECKS: dict[str, list[Check]] = {}  # by frame name, in registration order
 
 
 def rule(code: str, name: str, severity: str, section: str, description: str, also: tuple[str, ...] = ()) -> Rule:
@@ -41,6 +97,32 @@ def rule(code: str, name: str, severity: str, section: str, description: str, al
     registered = Rule(code, name, severity, section, description, tuple(also))
     RULES[code] = registered
     return registered
+
+
+def frame(name: str) -> Callable[[FrameBuilder], Frame]:
+    """Register a frame builder under `name`; its docstring describes the rows."""
+
+    def register(build: FrameBuilder) -> Frame:
+        if name in FRAMES:
+            raise ValueError(f"frame {name} registered twice")
+        registered = Frame(name, build, (build.__doc__ or "").strip().split("\n\n")[0])
+        FRAMES[name] = registered
+        CHECKS.setdefault(name, [])
+        return registered
+
+    return register
+
+
+def check(target: Rule, on: Frame) -> Callable[[CheckFunction], CheckFunction]:
+    """Register `function` as a check of `target`, evaluated on each row of frame `on`."""
+
+    def register(function: CheckFunction) -> CheckFunction:
+        registered = Check(target, on.name, function)
+        target.checks.append(registered)
+        CHECKS[on.name].append(registered)
+        return function
+
+    return register
 
 
 def severity_at_least(threshold: str) -> tuple[str, ...]:

@@ -11,9 +11,14 @@ state is a window over the batches of one (topic, partition, producer id) ordere
 * transaction group = number of markers before the row; the data of a group up to its marker is one
                      transaction on disk (§6.0a.3)
 
-Shuffles: `prepare_batches` hash-partitions the batches by (topic, partition) once. Every window and
-aggregation below partitions by (topic, partition, ...), which that partitioning already satisfies, so the
-whole replay costs that one exchange plus sorts, whatever the data size.
+The file-order state the integrity rules compare neighbouring entries with (previous entry, highest offset
+and leader epoch so far, first and last segment) is computed here too, so that every rule afterwards reads
+plain columns of one materialised table (`replay`) and no later plan holds a window over the batches.
+
+Shuffles: `prepare_batches` hash-partitions the batches by (topic, partition) once. Every window below
+partitions by (topic, partition, ...), which that partitioning already satisfies, so the whole replay costs
+that one exchange plus sorts, whatever the data size. Rows that carry no producer state (`is_producer_row`
+false) sit in window partitions of their own and get state columns nobody reads.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.columns import SEQ_SPAN
 from pipeline.config import AuditSettings
-from schemas.batches import STATUS_OK
+from schemas.batches import STATUS_LEGACY, STATUS_OK
 
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
@@ -31,6 +36,8 @@ DUPLICATE_WINDOW = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 WRAP_JUMP = 1 << 30  # a backwards step larger than this between batches is a wrap, not a retry
 TP = ["topic", "partition"]
 TP_PID = [*TP, "producer_id"]
+PRODUCER = [*TP_PID, "is_producer_row"]  # window key of the producer-state replay
+REPLICA = [*TP, "broker_id"]
 ORDER = ["base_offset", "segment_base_offset", "position"]
 
 
@@ -91,17 +98,45 @@ def choose_replica(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
     )
 
 
-def producer_rows(prepared: DataFrame) -> DataFrame:
-    """Batches that carry producer state: valid v2 entries with a producer id, KRaft logs excluded.
+def replay(batches: DataFrame, settings: AuditSettings) -> DataFrame:
+    """Every batch of the audited replicas with its file-order and producer state: the `replay` table."""
+    prepared = prepare_batches(batches, settings).withColumn("is_producer_row", _carries_producer_state())
+    return with_producer_state(with_file_order_state(prepared), settings)
+
+
+def _carries_producer_state() -> Column:
+    """Valid v2 entries with a producer id, KRaft logs excluded.
 
     Empty control batches are left out: the cleaner leaves them behind and the broker ignores them.
     """
-    return prepared.where(
+    return F.coalesce(
         (F.col("entry_status") == STATUS_OK)
         & (F.col("magic") == 2)
         & (F.col("producer_id") >= 0)
         & ~F.col("is_kraft_topic")
-        & ~(F.col("is_control") & (F.col("record_count") == 0))
+        & ~(F.col("is_control") & (F.col("record_count") == 0)),
+        F.lit(False),
+    )
+
+
+def with_file_order_state(df: DataFrame) -> DataFrame:
+    """What an entry's neighbours in the replica's files were: the state the §6.1 order checks compare."""
+    in_file_order = Window.partitionBy(*REPLICA).orderBy("segment_base_offset", "position")
+    before = in_file_order.rowsBetween(Window.unboundedPreceding, -1)
+    per_replica = Window.partitionBy(*REPLICA)
+    readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
+    v2 = (F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2)
+    in_segment = Window.partitionBy(*REPLICA, "segment_base_offset").orderBy("position")
+    return df.withColumns(
+        {
+            "previous_readable_last_offset": F.lag(F.when(readable, F.col("last_offset"))).over(in_file_order),
+            "max_last_offset_before": F.max(F.when(readable, F.col("last_offset"))).over(before),
+            "max_leader_epoch_before": F.max(F.when(v2, F.col("partition_leader_epoch"))).over(before),
+            "is_segment_first": F.row_number().over(in_segment) == F.lit(1),
+            "next_entry_segment_base_offset": F.lead("segment_base_offset").over(in_file_order),
+            "in_first_segment": F.col("segment_base_offset") == F.min("segment_base_offset").over(per_replica),
+            "in_last_segment": F.col("segment_base_offset") == F.max("segment_base_offset").over(per_replica),
+        }
     )
 
 
@@ -111,7 +146,7 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
     Columns are added in a few `withColumns` stages, one projection each, because every stage depends on
     the one before and a long `withColumn` chain makes Spark re-analyse the growing plan at every step.
     """
-    by_pid = Window.partitionBy(*TP_PID).orderBy(*ORDER)
+    by_pid = Window.partitionBy(*PRODUCER).orderBy(*ORDER)
     before = by_pid.rowsBetween(Window.unboundedPreceding, -1)
     upto = by_pid.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     is_data = ~F.col("is_control")
@@ -135,7 +170,7 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
         }
     )
 
-    group_before = Window.partitionBy(*TP_PID, "txn_group").orderBy(*ORDER).rowsBetween(Window.unboundedPreceding, -1)
+    group_before = Window.partitionBy(*PRODUCER, "txn_group").orderBy(*ORDER).rowsBetween(Window.unboundedPreceding, -1)
     df = df.withColumns(
         {
             "txn_first_offset": F.min(_when(txn_data, "base_offset")).over(group_before),
@@ -143,7 +178,7 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
             "txn_start_timestamp": F.min_by(_when(txn_data, "max_timestamp"), _when(txn_data, "base_offset")).over(
                 group_before
             ),
-            "run_first_pid_row": F.min("pid_row").over(Window.partitionBy(*TP_PID, "epoch_run")),
+            "run_first_pid_row": F.min("pid_row").over(Window.partitionBy(*PRODUCER, "epoch_run")),
             "seq_row": is_data & (F.col("producer_epoch") == F.col("epoch_run")) & ~F.col("is_coordinator_topic"),
         }
     )
@@ -168,7 +203,7 @@ def _with_sequence_window(df: DataFrame) -> DataFrame:
     unwrapped into int64 (a large backwards step between batches, or a batch whose last sequence is below
     its base, is a wrap) so that "highest sequence written" is a running max.
     """
-    run = Window.partitionBy(*TP_PID, "epoch_run", "seq_row").orderBy(*ORDER)
+    run = Window.partitionBy(*PRODUCER, "epoch_run", "seq_row").orderBy(*ORDER)
     run_before = run.rowsBetween(Window.unboundedPreceding, -1)
     prev_last = F.lag("last_sequence").over(run)
     df = df.withColumns(
@@ -220,8 +255,8 @@ def _with_transaction_version(df: DataFrame, settings: AuditSettings) -> DataFra
     the start of a transaction and never back, so a row is judged as TV2 once a bumping commit of its
     producer precedes it; `transaction_version` records the conclusion for the whole producer.
     """
-    by_pid = Window.partitionBy(*TP_PID).orderBy(*ORDER)
-    per_pid = Window.partitionBy(*TP_PID)
+    by_pid = Window.partitionBy(*PRODUCER).orderBy(*ORDER)
+    per_pid = Window.partitionBy(*PRODUCER)
     closing = F.col("is_marker") & F.col("txn_open")
     bump = F.col("producer_epoch") - F.col("txn_max_epoch")
     tv2_commit = closing & (F.col("control_type") == CONTROL_COMMIT) & (bump == 1)

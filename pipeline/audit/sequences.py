@@ -9,9 +9,10 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import INT32_MAX, finding, next_sequence
-from pipeline.audit.registry import rule
-from pipeline.config import AuditSettings
+from pipeline.audit.columns import INT32_MAX, next_sequence
+from pipeline.audit.context import AuditContext
+from pipeline.audit.frames import PRODUCER_BATCHES
+from pipeline.audit.registry import Fires, check, rule
 
 OUT_OF_ORDER = rule(
     "SEQ-001",
@@ -102,138 +103,201 @@ def _evidence(**extra: Column) -> dict[str, Column]:
     }
 
 
-def row_checks(settings: AuditSettings) -> list[Column]:
-    seq_row = F.col("seq_row")
-    known = F.col("state_epoch").isNotNull()
-    expired = F.col("state_expired")
-    first_of_run = F.col("run_pos") == 1
-    starts_nonzero = F.col("base_sequence") != 0
-    previous = F.element_at("window_ranges", 1)
-    exact = F.exists(
+# The conditions below describe one row of PRODUCER_BATCHES against the state before it (pipeline.audit.replay).
+def _known() -> Column:
+    return F.col("state_epoch").isNotNull()
+
+
+def _first_of_run() -> Column:
+    return F.col("run_pos") == 1
+
+
+def _starts_nonzero() -> Column:
+    return F.col("base_sequence") != 0
+
+
+def _previous() -> Column:
+    return F.element_at("window_ranges", 1)
+
+
+def _exact() -> Column:
+    """The same (base, last) sequence range as one of the last five batches of the run."""
+    return F.exists(
         "window_ranges", lambda r: (r["base"] == F.col("base_sequence")) & (r["last"] == F.col("last_sequence"))
     )
-    overlaps_window = F.exists(
-        "window_ranges", lambda r: (r["u_base"] <= F.col("u_last")) & (F.col("u_base") <= r["u_last"])
-    )
-    behind = F.col("u_base") <= F.col("position_before")
-    expected = next_sequence(F.col("position_before") % F.lit(INT32_MAX + 1))
-    first_txn_batch = F.col("is_transactional") & ~F.col("txn_open")
 
-    in_run = seq_row & ~first_of_run
-    duplicate = in_run & exact
-    overlap = in_run & ~exact & behind & (overlaps_window | (F.col("u_base") >= F.col("min_base_before")))
-    gap = in_run & ~exact & ~behind & (F.col("u_base") != F.col("position_before") + 1)
-    backwards = in_run & ~exact & behind & ~overlaps_window & (F.col("u_base") < F.col("min_base_before"))
-    window_cleared = seq_row & first_of_run & known & (F.col("producer_epoch") == F.col("state_epoch"))
-    new_epoch = seq_row & first_of_run & known & (F.col("producer_epoch") > F.col("state_epoch"))
-    tv2_first = F.col("is_tv2") & first_txn_batch
 
-    gap_message = F.format_string(
-        "sequence %d follows %d (expected %d) for producer %d epoch %d",
-        F.col("base_sequence"),
-        previous["last"],
-        expected,
-        F.col("producer_id"),
-        F.col("producer_epoch"),
+def _overlaps_window() -> Column:
+    return F.exists("window_ranges", lambda r: (r["u_base"] <= F.col("u_last")) & (F.col("u_base") <= r["u_last"]))
+
+
+def _behind() -> Column:
+    return F.col("u_base") <= F.col("position_before")
+
+
+def _in_run() -> Column:
+    return F.col("seq_row") & ~_first_of_run()
+
+
+def _gap() -> Column:
+    return _in_run() & ~_exact() & ~_behind() & (F.col("u_base") != F.col("position_before") + 1)
+
+
+def _backwards() -> Column:
+    return _in_run() & ~_exact() & _behind() & ~_overlaps_window() & (F.col("u_base") < F.col("min_base_before"))
+
+
+def _tv2_first() -> Column:
+    """The first batch of a transaction of a TV2 producer."""
+    return F.col("is_tv2") & F.col("is_transactional") & ~F.col("txn_open")
+
+
+def _expected() -> Column:
+    return next_sequence(F.col("position_before") % F.lit(INT32_MAX + 1))
+
+
+def _original_offset() -> Column:
+    return F.filter("window_ranges", lambda r: r["base"] == F.col("base_sequence"))[0]["offset"]
+
+
+@check(OUT_OF_ORDER, on=PRODUCER_BATCHES)
+def out_of_order(ctx: AuditContext) -> Fires:
+    previous = _previous()
+    return Fires(
+        (_gap() | _backwards()) & ~F.col("state_expired"),
+        F.format_string(
+            "sequence %d follows %d (expected %d) for producer %d epoch %d",
+            F.col("base_sequence"),
+            previous["last"],
+            _expected(),
+            F.col("producer_id"),
+            F.col("producer_epoch"),
+        ),
+        _evidence(expected_sequence=_expected(), previous_offset=previous["offset"], previous_last=previous["last"]),
     )
-    return [
-        finding(
-            OUT_OF_ORDER,
-            (gap | backwards) & ~expired,
-            gap_message,
-            _evidence(expected_sequence=expected, previous_offset=previous["offset"], previous_last=previous["last"]),
+
+
+@check(RESUME_AFTER_EXPIRY, on=PRODUCER_BATCHES)
+def resume_after_expiry(ctx: AuditContext) -> Fires:
+    silence = F.col("max_timestamp") - F.col("prev_timestamp")
+    return Fires(
+        F.col("seq_row") & F.col("state_expired") & _starts_nonzero() & (_gap() | _backwards() | _first_of_run()),
+        F.format_string(
+            "producer %d resumed after %d ms of silence at sequence %d",
+            F.col("producer_id"),
+            silence,
+            F.col("base_sequence"),
         ),
-        finding(
-            RESUME_AFTER_EXPIRY,
-            seq_row & expired & starts_nonzero & (gap | backwards | first_of_run),
-            F.format_string(
-                "producer %d resumed after %d ms of silence at sequence %d",
-                F.col("producer_id"),
-                F.col("max_timestamp") - F.col("prev_timestamp"),
-                F.col("base_sequence"),
-            ),
-            _evidence(silence_ms=F.col("max_timestamp") - F.col("prev_timestamp")),
+        _evidence(silence_ms=silence),
+    )
+
+
+@check(NOT_ZERO_AFTER_EMPTY_WINDOW, on=PRODUCER_BATCHES)
+def not_zero_after_empty_window(ctx: AuditContext) -> Fires:
+    window_cleared = F.col("seq_row") & _first_of_run() & _known() & (F.col("producer_epoch") == F.col("state_epoch"))
+    return Fires(
+        window_cleared
+        & _starts_nonzero()
+        & ~F.col("state_expired")
+        & (F.col("run_first_pid_row") > 1)
+        & ~_tv2_first(),
+        F.format_string(
+            "first batch at epoch %d after the window was cleared starts at sequence %d, not 0",
+            F.col("producer_epoch"),
+            F.col("base_sequence"),
         ),
-        finding(
-            NOT_ZERO_AFTER_EMPTY_WINDOW,
-            window_cleared & starts_nonzero & ~expired & (F.col("run_first_pid_row") > 1) & ~tv2_first,
-            F.format_string(
-                "first batch at epoch %d after the window was cleared starts at sequence %d, not 0",
-                F.col("producer_epoch"),
-                F.col("base_sequence"),
-            ),
-            _evidence(),
+        _evidence(),
+    )
+
+
+@check(NOT_ZERO_ON_NEW_EPOCH, on=PRODUCER_BATCHES)
+def not_zero_on_new_epoch(ctx: AuditContext) -> Fires:
+    new_epoch = F.col("seq_row") & _first_of_run() & _known() & (F.col("producer_epoch") > F.col("state_epoch"))
+    return Fires(
+        new_epoch & _starts_nonzero() & ~F.col("state_expired") & ~_tv2_first(),
+        F.format_string(
+            "epoch %d -> %d but the new epoch starts at sequence %d, not 0",
+            F.col("state_epoch"),
+            F.col("producer_epoch"),
+            F.col("base_sequence"),
         ),
-        finding(
-            NOT_ZERO_ON_NEW_EPOCH,
-            new_epoch & starts_nonzero & ~expired & ~tv2_first,
-            F.format_string(
-                "epoch %d -> %d but the new epoch starts at sequence %d, not 0",
-                F.col("state_epoch"),
-                F.col("producer_epoch"),
-                F.col("base_sequence"),
-            ),
-            _evidence(),
+        _evidence(),
+    )
+
+
+@check(TV2_TXN_FIRST_SEQ, on=PRODUCER_BATCHES)
+def tv2_txn_first_seq(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("seq_row") & _first_of_run() & _known() & _tv2_first() & _starts_nonzero() & ~F.col("state_expired"),
+        F.format_string(
+            "TV2 transaction at epoch %d starts at sequence %d, not 0",
+            F.col("producer_epoch"),
+            F.col("base_sequence"),
         ),
-        finding(
-            TV2_TXN_FIRST_SEQ,
-            seq_row & first_of_run & known & tv2_first & starts_nonzero & ~expired,
-            F.format_string(
-                "TV2 transaction at epoch %d starts at sequence %d, not 0",
-                F.col("producer_epoch"),
-                F.col("base_sequence"),
-            ),
-            _evidence(transaction_version=F.col("transaction_version")),
+        _evidence(transaction_version=F.col("transaction_version")),
+    )
+
+
+@check(DUPLICATE_BATCH, on=PRODUCER_BATCHES)
+def duplicate_batch(ctx: AuditContext) -> Fires:
+    return Fires(
+        _in_run() & _exact(),
+        F.format_string(
+            "sequences %d..%d of producer %d epoch %d already written at offset %d",
+            F.col("base_sequence"),
+            F.col("last_sequence"),
+            F.col("producer_id"),
+            F.col("producer_epoch"),
+            _original_offset(),
         ),
-        finding(
-            DUPLICATE_BATCH,
-            duplicate,
-            F.format_string(
-                "sequences %d..%d of producer %d epoch %d already written at offset %d",
-                F.col("base_sequence"),
-                F.col("last_sequence"),
-                F.col("producer_id"),
-                F.col("producer_epoch"),
-                F.filter("window_ranges", lambda r: r["base"] == F.col("base_sequence"))[0]["offset"],
-            ),
-            _evidence(
-                original_offset=F.filter("window_ranges", lambda r: r["base"] == F.col("base_sequence"))[0]["offset"]
-            ),
-            severity=F.when(expired, F.lit("WARN")).otherwise(F.lit(DUPLICATE_BATCH.severity)),
+        _evidence(original_offset=_original_offset()),
+        severity=F.when(F.col("state_expired"), F.lit("WARN")).otherwise(F.lit(DUPLICATE_BATCH.severity)),
+    )
+
+
+@check(OVERLAPPING_RANGE, on=PRODUCER_BATCHES)
+def overlapping_range(ctx: AuditContext) -> Fires:
+    return Fires(
+        _in_run() & ~_exact() & _behind() & (_overlaps_window() | (F.col("u_base") >= F.col("min_base_before"))),
+        F.format_string(
+            "sequences %d..%d overlap sequences already written for producer %d epoch %d",
+            F.col("base_sequence"),
+            F.col("last_sequence"),
+            F.col("producer_id"),
+            F.col("producer_epoch"),
         ),
-        finding(
-            OVERLAPPING_RANGE,
-            overlap,
-            F.format_string(
-                "sequences %d..%d overlap sequences already written for producer %d epoch %d",
-                F.col("base_sequence"),
-                F.col("last_sequence"),
-                F.col("producer_id"),
-                F.col("producer_epoch"),
-            ),
-            _evidence(highest_sequence_written=F.col("position_before") % F.lit(INT32_MAX + 1)),
-            severity=F.when(overlaps_window, F.lit("CRITICAL")).otherwise(F.lit("ERROR")),
+        _evidence(highest_sequence_written=F.col("position_before") % F.lit(INT32_MAX + 1)),
+        severity=F.when(_overlaps_window(), F.lit("CRITICAL")).otherwise(F.lit("ERROR")),
+    )
+
+
+@check(FIRST_SEEN_NONZERO, on=PRODUCER_BATCHES)
+def first_seen_nonzero(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("seq_row")
+        & _first_of_run()
+        & _starts_nonzero()
+        & (~_known() | (F.col("run_first_pid_row") == 1))
+        & ~F.col("state_expired"),
+        F.format_string(
+            "first retained batch of producer %d starts at sequence %d",
+            F.col("producer_id"),
+            F.col("base_sequence"),
         ),
-        finding(
-            FIRST_SEEN_NONZERO,
-            seq_row & first_of_run & starts_nonzero & (~known | (F.col("run_first_pid_row") == 1)) & ~expired,
-            F.format_string(
-                "first retained batch of producer %d starts at sequence %d",
-                F.col("producer_id"),
-                F.col("base_sequence"),
-            ),
-            _evidence(),
+        _evidence(),
+    )
+
+
+@check(SEQUENCE_WRAP, on=PRODUCER_BATCHES)
+def sequence_wrap(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("seq_row")
+        & (
+            (F.col("wrap_inside") == 1)
+            | ((F.col("base_sequence") == 0) & (F.col("prev_last_sequence") == F.lit(INT32_MAX)))
         ),
-        finding(
-            SEQUENCE_WRAP,
-            seq_row
-            & (
-                (F.col("wrap_inside") == 1)
-                | ((F.col("base_sequence") == 0) & (F.col("prev_last_sequence") == F.lit(INT32_MAX)))
-            ),
-            F.format_string(
-                "sequence of producer %d wraps past 2147483647 at offset %d", F.col("producer_id"), F.col("base_offset")
-            ),
-            _evidence(),
+        F.format_string(
+            "sequence of producer %d wraps past 2147483647 at offset %d", F.col("producer_id"), F.col("base_offset")
         ),
-    ]
+        _evidence(),
+    )

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import finding
-from pipeline.audit.registry import rule
-from pipeline.audit.replay import TP
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.registry import Fires, check, frame, rule
+from pipeline.audit.replay import TP, topic_matches
 
 SNAPSHOT_OK = "ok"
 
@@ -64,6 +64,7 @@ SNAPSHOT_OPEN_TXN_CLOSED_LATER = rule(
 )
 
 _COMPARED = ("producer_epoch", "last_sequence", "last_offset", "offset_delta", "coordinator_epoch")
+_STATE = (*_COMPARED, "current_txn_first_offset")
 
 
 def audited_snapshots(snapshots: DataFrame, replicas: DataFrame) -> DataFrame:
@@ -73,20 +74,30 @@ def audited_snapshots(snapshots: DataFrame, replicas: DataFrame) -> DataFrame:
     )
 
 
-def file_checks(snapshots: DataFrame, prepared: DataFrame, offsets: DataFrame) -> tuple[DataFrame, list[Column]]:
-    """SNP-001 and SNP-002, one row per snapshot file."""
-    bases = prepared.groupBy(*TP).agg(
+def _audited(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:
+    """The snapshots of the audited replicas read from log directories, KRaft logs left out."""
+    replicas = inputs.replicas.where(~topic_matches(ctx.settings.kraft_topics))
+    return audited_snapshots(inputs.producer_snapshots, replicas)
+
+
+@frame("snapshots.files")
+def SNAPSHOT_FILES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """One row per snapshot file, with the partition's segment base offsets, log start and log end."""
+    if inputs.producer_snapshots is None:
+        return None
+    bases = inputs.batches.groupBy(*TP).agg(
         F.collect_set("segment_base_offset").alias("segment_bases"),
         F.max("segment_base_offset").alias("last_segment_base"),
     )
-    files = (
-        snapshots.groupBy(*TP, "broker_id", "source_file", "snapshot_offset")
+    return (
+        _audited(inputs, ctx)
+        .groupBy(*TP, "broker_id", "source_file", "snapshot_offset")
         .agg(
             F.min_by("file_status", F.col("file_status") == SNAPSHOT_OK).alias("file_status"),
             F.first("file_note", ignorenulls=True).alias("file_note"),
         )
         .join(bases, on=TP, how="inner")
-        .join(offsets.select(*TP, "log_start_offset", "log_end_offset"), on=TP, how="inner")
+        .join(inputs.partitions.select(*TP, "log_start_offset", "log_end_offset"), on=TP, how="inner")
         .withColumns(
             {
                 "producer_id": F.lit(None).cast("long"),
@@ -97,32 +108,38 @@ def file_checks(snapshots: DataFrame, prepared: DataFrame, offsets: DataFrame) -
             }
         )
     )
+
+
+def _beyond_end() -> Column:
+    return F.col("snapshot_offset") > F.col("log_end_offset")
+
+
+@check(SNAPSHOT_CORRUPT, on=SNAPSHOT_FILES)
+def snapshot_corrupt(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("file_status") != SNAPSHOT_OK,
+        F.format_string("snapshot %d is %s", F.col("snapshot_offset"), F.col("file_status")),
+        {"file_status": F.col("file_status"), "note": F.col("file_note")},
+    )
+
+
+@check(SNAPSHOT_STRAY, on=SNAPSHOT_FILES)
+def snapshot_stray(ctx: AuditContext) -> Fires:
     below_bases = ~F.array_contains("segment_bases", F.col("snapshot_offset")) & (
         F.col("snapshot_offset") <= F.col("last_segment_base")
     )
-    beyond_end = F.col("snapshot_offset") > F.col("log_end_offset")
-    stray = below_bases | (F.col("snapshot_offset") < F.col("log_start_offset")) | beyond_end
-    return files, [
-        finding(
-            SNAPSHOT_CORRUPT,
-            F.col("file_status") != SNAPSHOT_OK,
-            F.format_string("snapshot %d is %s", F.col("snapshot_offset"), F.col("file_status")),
-            {"file_status": F.col("file_status"), "note": F.col("file_note")},
+    return Fires(
+        below_bases | (F.col("snapshot_offset") < F.col("log_start_offset")) | _beyond_end(),
+        F.format_string(
+            "snapshot %d outside the log (start %d, end %d, last segment base %d)",
+            F.col("snapshot_offset"),
+            F.col("log_start_offset"),
+            F.col("log_end_offset"),
+            F.col("last_segment_base"),
         ),
-        finding(
-            SNAPSHOT_STRAY,
-            stray,
-            F.format_string(
-                "snapshot %d outside the log (start %d, end %d, last segment base %d)",
-                F.col("snapshot_offset"),
-                F.col("log_start_offset"),
-                F.col("log_end_offset"),
-                F.col("last_segment_base"),
-            ),
-            {"log_start_offset": F.col("log_start_offset"), "log_end_offset": F.col("log_end_offset")},
-            severity=F.when(beyond_end, F.lit("WARN")).otherwise(F.lit("INFO")),
-        ),
-    ]
+        {"log_start_offset": F.col("log_start_offset"), "log_end_offset": F.col("log_end_offset")},
+        severity=F.when(_beyond_end(), F.lit("WARN")).otherwise(F.lit("INFO")),
+    )
 
 
 def _replay_state_at_snapshot(entries: DataFrame, replayed: DataFrame) -> DataFrame:
@@ -162,9 +179,17 @@ def _replay_state_at_snapshot(entries: DataFrame, replayed: DataFrame) -> DataFr
     )
 
 
-def state_checks(snapshots: DataFrame, replayed: DataFrame, offsets: DataFrame) -> tuple[DataFrame, list[Column]]:
-    """SNP-003/004/005 per (snapshot, producer), over both the snapshot's and the replay's producers."""
-    entries = snapshots.where((F.col("file_status") == SNAPSHOT_OK) & F.col("producer_id").isNotNull())
+@frame("snapshots.producers")
+def SNAPSHOT_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """One row per (snapshot, producer) over both the snapshot's and the replay's producers, with both states.
+
+    `snap_*` columns are the snapshot entry's, `replay_*` the replay's state from the batches below the
+    snapshot offset; `in_snapshot` says whether the snapshot has the producer.
+    """
+    if inputs.producer_snapshots is None:
+        return None
+    replayed = inputs.producer_batches
+    entries = _audited(inputs, ctx).where((F.col("file_status") == SNAPSHOT_OK) & F.col("producer_id").isNotNull())
     replay_at_x = _replay_state_at_snapshot(entries, replayed)
     pids_before = (
         replayed.join(F.broadcast(entries.select(*TP, "snapshot_offset").distinct()), on=TP, how="inner")
@@ -178,13 +203,13 @@ def state_checks(snapshots: DataFrame, replayed: DataFrame, offsets: DataFrame) 
         "producer_id",
         "source_file",
         "broker_id",
-        *[F.col(c).alias(f"snap_{c}") for c in (*_COMPARED, "current_txn_first_offset")],
+        *[F.col(c).alias(f"snap_{c}") for c in _STATE],
         F.lit(True).alias("in_snapshot"),
     )
     files = entries.select(
         *TP, "snapshot_offset", F.col("source_file").alias("file"), F.col("broker_id").alias("file_broker")
     ).distinct()
-    compared = (
+    return (
         snapshot_side.join(replay_at_x, on=[*TP, "snapshot_offset", "producer_id"], how="left")
         .unionByName(
             pids_before.join(
@@ -202,7 +227,7 @@ def state_checks(snapshots: DataFrame, replayed: DataFrame, offsets: DataFrame) 
             ),
             allowMissingColumns=True,
         )
-        .join(offsets.select(*TP, "log_start_offset"), on=TP, how="inner")
+        .join(inputs.partitions.select(*TP, "log_start_offset"), on=TP, how="inner")
         .withColumns(
             {
                 "producer_epoch": F.coalesce("snap_producer_epoch", "replay_producer_epoch"),
@@ -213,79 +238,94 @@ def state_checks(snapshots: DataFrame, replayed: DataFrame, offsets: DataFrame) 
             }
         )
     )
-    in_replay = F.coalesce(F.col("replayed_batches"), F.lit(0)) > 0
-    differs = {c: ~F.col(f"snap_{c}").eqNullSafe(F.col(f"replay_{c}")) for c in _COMPARED}
-    differs["current_txn_first_offset"] = ~F.col("snap_current_txn_first_offset").eqNullSafe(
-        F.col("replay_current_txn_first_offset")
-    )
-    serious = differs["producer_epoch"] | differs["current_txn_first_offset"]
+
+
+# Conditions on one row of SNAPSHOT_PRODUCERS.
+def _in_replay() -> Column:
+    return F.coalesce(F.col("replayed_batches"), F.lit(0)) > 0
+
+
+def _differs(name: str) -> Column:
+    return ~F.col(f"snap_{name}").eqNullSafe(F.col(f"replay_{name}"))
+
+
+def _open_txn() -> Column:
+    return F.col("snap_current_txn_first_offset")
+
+
+def _state_evidence() -> dict[str, Column]:
+    return {f"snapshot_{c}": F.col(f"snap_{c}") for c in _STATE} | {f"replay_{c}": F.col(f"replay_{c}") for c in _STATE}
+
+
+@check(SNAPSHOT_DIVERGES, on=SNAPSHOT_PRODUCERS)
+def snapshot_diverges(ctx: AuditContext) -> Fires:
+    in_snapshot, in_replay = F.col("in_snapshot"), _in_replay()
+    serious = _differs("producer_epoch") | _differs("current_txn_first_offset")
     any_difference = serious
     for name in _COMPARED:
-        any_difference = any_difference | differs[name]
+        any_difference = any_difference | _differs(name)
     deleted_history = F.col("snap_last_offset") < F.col("log_start_offset")
-    evidence = {f"snapshot_{c}": F.col(f"snap_{c}") for c in (*_COMPARED, "current_txn_first_offset")} | {
-        f"replay_{c}": F.col(f"replay_{c}") for c in (*_COMPARED, "current_txn_first_offset")
-    }
-    differing = F.concat_ws(", ", *[F.when(differs[c], F.lit(c)) for c in (*_COMPARED, "current_txn_first_offset")])
-    open_txn = F.col("snap_current_txn_first_offset")
-    return compared, [
-        finding(
-            SNAPSHOT_DIVERGES,
-            (F.col("in_snapshot") & in_replay & any_difference)
-            | (~F.col("in_snapshot") & in_replay)
-            | (F.col("in_snapshot") & ~in_replay & ~deleted_history),
-            F.when(
-                ~F.col("in_snapshot"),
-                F.format_string(
-                    "producer %d is missing from snapshot %d", F.col("producer_id"), F.col("snapshot_offset")
-                ),
-            )
-            .when(
-                ~in_replay,
-                F.format_string(
-                    "snapshot %d has producer %d, the log below it has none of its batches",
-                    F.col("snapshot_offset"),
-                    F.col("producer_id"),
-                ),
-            )
-            .otherwise(
-                F.format_string(
-                    "snapshot %d differs from the replay for producer %d in %s",
-                    F.col("snapshot_offset"),
-                    F.col("producer_id"),
-                    differing,
-                )
-            ),
-            evidence,
-            severity=F.when(~F.col("in_snapshot"), F.lit("INFO"))
-            .when(in_replay & ~serious, F.lit("WARN"))
-            .otherwise(F.lit("ERROR")),
-        ),
-        finding(
-            PHANTOM_OPEN_TXN,
-            F.col("in_snapshot")
-            & open_txn.isNotNull()
-            & (open_txn >= F.col("log_start_offset"))
-            & (
-                ~F.coalesce(F.col("txn_starts_at_f"), F.lit(False))
-                | F.coalesce(F.col("marker_between_f_and_x"), F.lit(False))
-            ),
+    differing = F.concat_ws(", ", *[F.when(_differs(c), F.lit(c)) for c in _STATE])
+    return Fires(
+        (in_snapshot & in_replay & any_difference)
+        | (~in_snapshot & in_replay)
+        | (in_snapshot & ~in_replay & ~deleted_history),
+        F.when(
+            ~in_snapshot,
+            F.format_string("producer %d is missing from snapshot %d", F.col("producer_id"), F.col("snapshot_offset")),
+        )
+        .when(
+            ~in_replay,
             F.format_string(
-                "snapshot %d holds an open transaction of producer %d from offset %d that the log does not",
+                "snapshot %d has producer %d, the log below it has none of its batches",
                 F.col("snapshot_offset"),
                 F.col("producer_id"),
-                open_txn,
             ),
-            evidence,
-        ),
-        finding(
-            SNAPSHOT_OPEN_TXN_CLOSED_LATER,
-            F.col("in_snapshot") & open_txn.isNotNull() & F.coalesce(F.col("marker_after_x"), F.lit(False)),
+        )
+        .otherwise(
             F.format_string(
-                "transaction of producer %d open at snapshot %d is closed later",
-                F.col("producer_id"),
+                "snapshot %d differs from the replay for producer %d in %s",
                 F.col("snapshot_offset"),
-            ),
-            evidence,
+                F.col("producer_id"),
+                differing,
+            )
         ),
-    ]
+        _state_evidence(),
+        severity=F.when(~in_snapshot, F.lit("INFO"))
+        .when(in_replay & ~serious, F.lit("WARN"))
+        .otherwise(F.lit("ERROR")),
+    )
+
+
+@check(PHANTOM_OPEN_TXN, on=SNAPSHOT_PRODUCERS)
+def phantom_open_txn(ctx: AuditContext) -> Fires:
+    open_txn = _open_txn()
+    return Fires(
+        F.col("in_snapshot")
+        & open_txn.isNotNull()
+        & (open_txn >= F.col("log_start_offset"))
+        & (
+            ~F.coalesce(F.col("txn_starts_at_f"), F.lit(False))
+            | F.coalesce(F.col("marker_between_f_and_x"), F.lit(False))
+        ),
+        F.format_string(
+            "snapshot %d holds an open transaction of producer %d from offset %d that the log does not",
+            F.col("snapshot_offset"),
+            F.col("producer_id"),
+            open_txn,
+        ),
+        _state_evidence(),
+    )
+
+
+@check(SNAPSHOT_OPEN_TXN_CLOSED_LATER, on=SNAPSHOT_PRODUCERS)
+def snapshot_open_txn_closed_later(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("in_snapshot") & _open_txn().isNotNull() & F.coalesce(F.col("marker_after_x"), F.lit(False)),
+        F.format_string(
+            "transaction of producer %d open at snapshot %d is closed later",
+            F.col("producer_id"),
+            F.col("snapshot_offset"),
+        ),
+        _state_evidence(),
+    )

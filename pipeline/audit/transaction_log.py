@@ -13,10 +13,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import INT32_MAX, explode_findings, finding
-from pipeline.audit.registry import rule
+from pipeline.audit.columns import INT32_MAX
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
-from pipeline.config import AuditSettings
 from schemas.checkpoints import CLEANER_OFFSET
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = range(8)
@@ -206,81 +206,143 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
     ).drop("_gap_end", "cleaner_offset")
 
 
-def record_checks(settings: AuditSettings) -> list[Column]:
-    """TSL-001..005 and TSL-015: each record on its own."""
+@frame("transaction_log.records")
+def COORDINATOR_RECORDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Every audited `__transaction_state` record (`audited_records`), located at its offset.
+
+    `is_first_of_batch`: the record has the lowest offset of its batch; `previous_timeout_ms`: the timeout of
+    the id's record before it in the partition, cleaned or not.
+    """
+    records = inputs.coordinator_records
+    if records is None:
+        return None
+    in_batch = Window.partitionBy(*TP, "broker_id", "source_file", "batch_base_offset").orderBy("record_offset")
+    per_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
+    return records.withColumns(
+        {
+            "is_first_of_batch": F.row_number().over(in_batch) == 1,
+            "previous_timeout_ms": F.lag("transaction_timeout_ms").over(per_id),
+        }
+    )
+
+
+# Conditions on one row of COORDINATOR_RECORDS.
+def _partition_count() -> Column:
+    return F.coalesce(F.size("partition_set"), F.lit(0))
+
+
+def _value() -> Column:
+    """The record has a value with a status."""
+    return ~F.col("is_tombstone") & F.col("state").isNotNull()
+
+
+@check(KEY_VERSION, on=COORDINATOR_RECORDS)
+def key_version(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("key_version") != 0,
+        F.format_string("key version %d; the coordinator skips the record", "key_version"),
+        {"transactional_id": F.col("transactional_id")},
+    )
+
+
+@check(VALUE_VERSION, on=COORDINATOR_RECORDS)
+def value_version(ctx: AuditContext) -> Fires:
+    new_version_on_old_broker = F.lit(ctx.settings.broker_older_than("4.0")) & (F.col("value_version") == 1)
+    return Fires(
+        _value() & (~F.col("value_version").isin(0, 1) | new_version_on_old_broker),
+        F.format_string("value version %d of %s", "value_version", "transactional_id"),
+        {"transactional_id": F.col("transactional_id")},
+        severity=F.when(F.col("value_version") == 1, F.lit("INFO")).otherwise(F.lit("ERROR")),
+    )
+
+
+@check(STATUS_INVALID, on=COORDINATOR_RECORDS)
+def status_invalid(ctx: AuditContext) -> Fires:
     state = F.col("state")
-    partitions = F.coalesce(F.size("partition_set"), F.lit(0))
-    value = ~F.col("is_tombstone") & state.isNotNull()
-    new_version_on_old_broker = F.lit(settings.broker_older_than("4.0")) & (F.col("value_version") == 1)
+    return Fires(
+        _value() & (~state.between(EMPTY, PREPARE_EPOCH_FENCE) | state.isin(DEAD, PREPARE_EPOCH_FENCE)),
+        F.format_string("%s persisted with status %d", "transactional_id", "state"),
+        {"transactional_id": F.col("transactional_id"), "state": F.col("state_name")},
+    )
+
+
+@check(EMPTY_SHAPE, on=COORDINATOR_RECORDS)
+def empty_shape(ctx: AuditContext) -> Fires:
+    partitions = _partition_count()
+    return Fires(
+        _value() & (F.col("state") == EMPTY) & ((partitions > 0) | (F.col("start_timestamp_ms") != -1)),
+        F.format_string(
+            "Empty record of %s with %d partition(s) and start timestamp %d",
+            "transactional_id",
+            partitions,
+            F.coalesce("start_timestamp_ms", F.lit(-1)),
+        ),
+        {"transactional_id": F.col("transactional_id"), "partitions": F.array_join("partition_set", ",")},
+    )
+
+
+@check(COMPLETE_SHAPE, on=COORDINATOR_RECORDS)
+def complete_shape(ctx: AuditContext) -> Fires:
+    state = F.col("state")
+    partitions = _partition_count()
     empty_abort = (state == PREPARE_ABORT) & F.col("is_tv2")
+    return Fires(
+        _value()
+        & (
+            (_state_in(state, COMPLETE_STATES) & ((partitions > 0) | (F.col("start_timestamp_ms") == -1)))
+            | (_state_in(state, (ONGOING, *PREPARE_STATES)) & (partitions == 0))
+        ),
+        F.format_string(
+            "%s record of %s with %d partition(s) and start timestamp %d",
+            "state_name",
+            "transactional_id",
+            partitions,
+            F.coalesce("start_timestamp_ms", F.lit(-1)),
+        ),
+        {"transactional_id": F.col("transactional_id")},
+        severity=F.when(empty_abort & (partitions == 0), F.lit("INFO")).otherwise(F.lit("ERROR")),
+    )
+
+
+@check(BATCH_ATTRIBUTES, on=COORDINATOR_RECORDS)
+def batch_attributes(ctx: AuditContext) -> Fires:
     batch_problems = F.concat_ws(
         ", ",
         F.when(F.col("batch_is_transactional"), F.lit("transactional")),
         F.when(F.col("batch_compression") != 0, F.format_string("compression %d", "batch_compression")),
         F.when(F.col("batch_producer_id") != -1, F.format_string("producer id %d", "batch_producer_id")),
     )
-    first_row_of_batch = F.row_number().over(
-        Window.partitionBy(*TP, "broker_id", "source_file", "batch_base_offset").orderBy("record_offset")
+    return Fires(
+        F.col("is_first_of_batch") & (F.length(batch_problems) > 0),
+        F.format_string("__transaction_state batch at offset %d: %s", "batch_base_offset", batch_problems),
+        {"batch_base_offset": F.col("batch_base_offset")},
     )
-    return [
-        finding(
-            KEY_VERSION,
-            F.col("key_version") != 0,
-            F.format_string("key version %d; the coordinator skips the record", "key_version"),
-            {"transactional_id": F.col("transactional_id")},
-        ),
-        finding(
-            VALUE_VERSION,
-            value & (~F.col("value_version").isin(0, 1) | new_version_on_old_broker),
-            F.format_string("value version %d of %s", "value_version", "transactional_id"),
-            {"transactional_id": F.col("transactional_id")},
-            severity=F.when(F.col("value_version") == 1, F.lit("INFO")).otherwise(F.lit("ERROR")),
-        ),
-        finding(
-            STATUS_INVALID,
-            value & (~state.between(EMPTY, PREPARE_EPOCH_FENCE) | state.isin(DEAD, PREPARE_EPOCH_FENCE)),
-            F.format_string("%s persisted with status %d", "transactional_id", "state"),
-            {"transactional_id": F.col("transactional_id"), "state": F.col("state_name")},
-        ),
-        finding(
-            EMPTY_SHAPE,
-            value & (state == EMPTY) & ((partitions > 0) | (F.col("start_timestamp_ms") != -1)),
-            F.format_string(
-                "Empty record of %s with %d partition(s) and start timestamp %d",
-                "transactional_id",
-                partitions,
-                F.coalesce("start_timestamp_ms", F.lit(-1)),
-            ),
-            {"transactional_id": F.col("transactional_id"), "partitions": F.array_join("partition_set", ",")},
-        ),
-        finding(
-            COMPLETE_SHAPE,
-            value
-            & (
-                (_state_in(state, COMPLETE_STATES) & ((partitions > 0) | (F.col("start_timestamp_ms") == -1)))
-                | (_state_in(state, (ONGOING, *PREPARE_STATES)) & (partitions == 0))
-            ),
-            F.format_string(
-                "%s record of %s with %d partition(s) and start timestamp %d",
-                "state_name",
-                "transactional_id",
-                partitions,
-                F.coalesce("start_timestamp_ms", F.lit(-1)),
-            ),
-            {"transactional_id": F.col("transactional_id")},
-            severity=F.when(empty_abort & (partitions == 0), F.lit("INFO")).otherwise(F.lit("ERROR")),
-        ),
-        finding(
-            BATCH_ATTRIBUTES,
-            (first_row_of_batch == 1) & (F.length(batch_problems) > 0),
-            F.format_string("__transaction_state batch at offset %d: %s", "batch_base_offset", batch_problems),
-            {"batch_base_offset": F.col("batch_base_offset")},
-        ),
-    ]
 
 
-def _with_previous(records: DataFrame) -> DataFrame:
-    """Each uncleaned record of an id with the previous uncleaned record of the same id, if there is one."""
+@check(TIMEOUT_TOO_LARGE, on=COORDINATOR_RECORDS)
+def timeout_too_large(ctx: AuditContext) -> Fires:
+    """Once per id and timeout value (every record of the id would repeat it)."""
+    timeout = F.col("transaction_timeout_ms")
+    return Fires(
+        (timeout > ctx.settings.transaction_max_timeout_ms)
+        & (timeout != INT32_MAX)
+        & ~F.col("previous_timeout_ms").eqNullSafe(timeout),
+        F.format_string(
+            "%s: transaction timeout %d ms above transaction.max.timeout.ms %d",
+            "transactional_id",
+            "transaction_timeout_ms",
+            F.lit(ctx.settings.transaction_max_timeout_ms),
+        ),
+        {"transactional_id": F.col("transactional_id")},
+    )
+
+
+@frame("transaction_log.transitions")
+def COORDINATOR_TRANSITIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Each uncleaned record of an id with the previous uncleaned record of the same id (`prev`), if there is one."""
+    records = inputs.coordinator_records
+    if records is None:
+        return None
     history = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
     previous = F.lag(
         F.struct(
@@ -327,178 +389,189 @@ def _valid_previous(state: Column, previous: Column, tv2: Column) -> Column:
     return allowed | ((state == PREPARE_ABORT) & tv2 & previous.isin(*TV2_EMPTY_ABORT_PREVIOUS))
 
 
-def transition_checks(settings: AuditSettings) -> list[Column]:
-    """TSL-006..011 and TSL-013 between consecutive uncleaned records of one id."""
+# Conditions on one row of COORDINATOR_TRANSITIONS.
+def _pair() -> Column:
+    """Two consecutive values of the id with valid statuses: a transition to check."""
     state = F.col("state")
-    pair = (
+    return (
         F.col("prev").isNotNull()
         & ~F.col("prev.is_tombstone")
         & ~F.col("is_tombstone")
         & state.between(EMPTY, PREPARE_EPOCH_FENCE)
         & F.col("prev.state").between(EMPTY, PREPARE_EPOCH_FENCE)
     )
-    transition = F.format_string("%s -> %s of %s", "prev.state_name", "state_name", "transactional_id")
-    evidence = {
+
+
+def _transition() -> Column:
+    return F.format_string("%s -> %s of %s", "prev.state_name", "state_name", "transactional_id")
+
+
+def _transition_evidence() -> dict[str, Column]:
+    return {
         "transactional_id": F.col("transactional_id"),
         "previous_offset": F.col("prev.record_offset"),
         "previous_state": F.col("prev.state_name"),
     }
-    added_dropped = F.array_join(F.array_except("prev.partition_set", "partition_set"), ",")
-    expiry_ms = settings.transactional_id_expiration_ms
+
+
+@check(ILLEGAL_TRANSITION, on=COORDINATOR_TRANSITIONS)
+def illegal_transition(ctx: AuditContext) -> Fires:
+    return Fires(
+        _pair() & ~_valid_previous(F.col("state"), F.col("prev.state"), F.col("is_tv2")),
+        F.concat(_transition(), F.lit(" is not a valid transition")),
+        _transition_evidence(),
+    )
+
+
+@check(EPOCH_TRANSITION, on=COORDINATOR_TRANSITIONS)
+def epoch_transition(ctx: AuditContext) -> Fires:
+    return Fires(
+        _pair() & ~_epoch_allowed(),
+        F.format_string(
+            "%s: producer %d epoch %d -> producer %d epoch %d",
+            _transition(),
+            "prev.producer_id",
+            "prev.producer_epoch",
+            "producer_id",
+            "producer_epoch",
+        ),
+        {
+            **_transition_evidence(),
+            "previous_producer_id": F.col("prev.producer_id"),
+            "previous_epoch": F.col("prev.producer_epoch"),
+        },
+    )
+
+
+@check(PARTITION_SET, on=COORDINATOR_TRANSITIONS)
+def partition_set(ctx: AuditContext) -> Fires:
+    state = F.col("state")
+    dropped = F.array_except("prev.partition_set", "partition_set")
+    return Fires(
+        _pair()
+        & F.col("prev.state").eqNullSafe(ONGOING)
+        & (
+            ((state == ONGOING) & (F.size(dropped) > 0))
+            | (_state_in(state, PREPARE_STATES) & ~F.col("prev.partition_set").eqNullSafe(F.col("partition_set")))
+        ),
+        F.format_string(
+            "%s: partitions [%s] -> [%s]",
+            _transition(),
+            F.array_join("prev.partition_set", ","),
+            F.array_join("partition_set", ","),
+        ),
+        {**_transition_evidence(), "dropped": F.array_join(dropped, ",")},
+    )
+
+
+@check(TIMEOUT_CHANGED, on=COORDINATOR_TRANSITIONS)
+def timeout_changed(ctx: AuditContext) -> Fires:
+    return Fires(
+        _pair() & (F.col("state") != EMPTY) & (F.col("transaction_timeout_ms") != F.col("prev.transaction_timeout_ms")),
+        F.format_string(
+            "%s: timeout %d ms -> %d ms", _transition(), "prev.transaction_timeout_ms", "transaction_timeout_ms"
+        ),
+        _transition_evidence(),
+    )
+
+
+@check(TIME_REGRESSION, on=COORDINATOR_TRANSITIONS)
+def time_regression(ctx: AuditContext) -> Fires:
+    return Fires(
+        _pair() & (F.col("last_update_timestamp_ms") < F.col("prev.last_update_timestamp_ms")),
+        F.format_string(
+            "%s: last update %d -> %d", _transition(), "prev.last_update_timestamp_ms", "last_update_timestamp_ms"
+        ),
+        _transition_evidence(),
+    )
+
+
+@check(EARLY_EXPIRY, on=COORDINATOR_TRANSITIONS)
+def early_expiry(ctx: AuditContext) -> Fires:
+    expiry_ms = ctx.settings.transactional_id_expiration_ms
     too_early = F.col("prev.last_update_timestamp_ms") > F.col("batch_timestamp") - F.lit(expiry_ms)
-    return [
-        finding(
-            ILLEGAL_TRANSITION,
-            pair & ~_valid_previous(state, F.col("prev.state"), F.col("is_tv2")),
-            F.concat(transition, F.lit(" is not a valid transition")),
-            evidence,
+    return Fires(
+        F.col("is_tombstone")
+        & F.col("prev").isNotNull()
+        & ~F.col("prev.is_tombstone")
+        & (~F.col("prev.state").isin(*EXPIRABLE_STATES) | too_early),
+        F.format_string(
+            "tombstone for %s, last %s at %d, batch time %d",
+            "transactional_id",
+            "prev.state_name",
+            "prev.last_update_timestamp_ms",
+            "batch_timestamp",
         ),
-        finding(
-            EPOCH_TRANSITION,
-            pair & ~_epoch_allowed(),
-            F.format_string(
-                "%s: producer %d epoch %d -> producer %d epoch %d",
-                transition,
-                "prev.producer_id",
-                "prev.producer_epoch",
-                "producer_id",
-                "producer_epoch",
-            ),
-            {
-                **evidence,
-                "previous_producer_id": F.col("prev.producer_id"),
-                "previous_epoch": F.col("prev.producer_epoch"),
-            },
-        ),
-        finding(
-            PARTITION_SET,
-            pair
-            & F.col("prev.state").eqNullSafe(ONGOING)
-            & (
-                ((state == ONGOING) & (F.size(F.array_except("prev.partition_set", "partition_set")) > 0))
-                | (_state_in(state, PREPARE_STATES) & ~F.col("prev.partition_set").eqNullSafe(F.col("partition_set")))
-            ),
-            F.format_string(
-                "%s: partitions [%s] -> [%s]",
-                transition,
-                F.array_join("prev.partition_set", ","),
-                F.array_join("partition_set", ","),
-            ),
-            {**evidence, "dropped": added_dropped},
-        ),
-        finding(
-            TIMEOUT_CHANGED,
-            pair & (state != EMPTY) & (F.col("transaction_timeout_ms") != F.col("prev.transaction_timeout_ms")),
-            F.format_string(
-                "%s: timeout %d ms -> %d ms", transition, "prev.transaction_timeout_ms", "transaction_timeout_ms"
-            ),
-            evidence,
-        ),
-        finding(
-            TIME_REGRESSION,
-            pair & (F.col("last_update_timestamp_ms") < F.col("prev.last_update_timestamp_ms")),
-            F.format_string(
-                "%s: last update %d -> %d", transition, "prev.last_update_timestamp_ms", "last_update_timestamp_ms"
-            ),
-            evidence,
-        ),
-        finding(
-            EARLY_EXPIRY,
-            F.col("is_tombstone")
-            & F.col("prev").isNotNull()
-            & ~F.col("prev.is_tombstone")
-            & (~F.col("prev.state").isin(*EXPIRABLE_STATES) | too_early),
-            F.format_string(
-                "tombstone for %s, last %s at %d, batch time %d",
-                "transactional_id",
-                "prev.state_name",
-                "prev.last_update_timestamp_ms",
-                "batch_timestamp",
-            ),
-            {**evidence, "transactional_id_expiration_ms": F.lit(expiry_ms)},
-        ),
-    ]
+        {**_transition_evidence(), "transactional_id_expiration_ms": F.lit(expiry_ms)},
+    )
 
 
-def timeout_checks(settings: AuditSettings) -> list[Column]:
-    """TSL-010 once per id and timeout value (every record of the id would repeat it)."""
-    per_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
-    timeout = F.col("transaction_timeout_ms")
-    return [
-        finding(
-            TIMEOUT_TOO_LARGE,
-            (timeout > settings.transaction_max_timeout_ms)
-            & (timeout != INT32_MAX)
-            & ~F.lag(timeout).over(per_id).eqNullSafe(timeout),
-            F.format_string(
-                "%s: transaction timeout %d ms above transaction.max.timeout.ms %d",
-                "transactional_id",
-                "transaction_timeout_ms",
-                F.lit(settings.transaction_max_timeout_ms),
-            ),
-            {"transactional_id": F.col("transactional_id")},
-        )
-    ]
+def _live() -> Column:
+    """A value naming a producer id."""
+    return ~F.col("is_tombstone") & (F.col("producer_id") >= 0)
 
 
-def _latest_records(records: DataFrame, reference_time_ms: int | None) -> DataFrame:
-    """The last record of each id, with the time the partition is judged at."""
+@frame("transaction_log.latest")
+def LATEST_COORDINATOR_RECORDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """The last record of each id, with the time the partition is judged at (`reference_time_ms`).
+
+    `ids_of_producer`: the sorted transactional ids whose last record is a value naming the same producer id,
+    across all partitions of the cluster's __transaction_state topic.
+    """
+    records = inputs.coordinator_records
+    if records is None:
+        return None
     latest_first = Window.partitionBy(*TP, "transactional_id").orderBy(F.col("record_offset").desc())
     newest = F.greatest(
         F.max("batch_timestamp").over(Window.partitionBy(*TP)),
         F.max("last_update_timestamp_ms").over(Window.partitionBy(*TP)),
     )
+    reference_time_ms = ctx.reference_time_ms
     reference = F.lit(reference_time_ms).cast("long") if reference_time_ms is not None else newest
+    # One cluster has one __transaction_state topic, whose partitions together map ids to producer ids.
+    sharing = Window.partitionBy("topic", F.when(_live(), F.col("producer_id")))
     return (
         records.where(F.col("transactional_id").isNotNull())
         .withColumn("reference_time_ms", reference)
         .withColumn("_rank", F.row_number().over(latest_first))
         .where(F.col("_rank") == 1)
         .drop("_rank")
-    )
-
-
-def latest_checks() -> list[Column]:
-    """TSL-012 and TSL-014 on the last record of each id."""
-    state = F.col("state")
-    deadline = F.col("start_timestamp_ms") + F.col("transaction_timeout_ms") + TIMEOUT_CHECK_INTERVAL_MS
-    stuck = ~F.col("is_tombstone") & (
-        ((state == ONGOING) & (deadline < F.col("reference_time_ms")))
-        | (
-            _state_in(state, PREPARE_STATES)
-            & (F.col("last_update_timestamp_ms") + PREPARE_STUCK_MS < F.col("reference_time_ms"))
+        .withColumn(
+            "ids_of_producer",
+            F.array_sort(F.collect_set(F.when(_live(), F.col("transactional_id"))).over(sharing)),
         )
     )
-    live = ~F.col("is_tombstone") & (F.col("producer_id") >= 0)
-    # One cluster has one __transaction_state topic, whose partitions together map ids to producer ids.
-    sharing = Window.partitionBy("topic", F.when(live, F.col("producer_id")))
-    ids_of_pid = F.array_sort(F.collect_set(F.when(live, F.col("transactional_id"))).over(sharing))
-    return [
-        finding(
-            STUCK_STATE,
-            stuck,
-            F.format_string(
-                "%s still %s at %d (last update %d)",
-                "transactional_id",
-                "state_name",
-                "reference_time_ms",
-                "last_update_timestamp_ms",
-            ),
-            {"transactional_id": F.col("transactional_id"), "reference_time_ms": F.col("reference_time_ms")},
-        ),
-        finding(
-            PID_SHARED,
-            live & (F.size(ids_of_pid) > 1),
-            F.format_string("producer %d is the current producer of %s", "producer_id", F.array_join(ids_of_pid, ", ")),
-            {"transactional_id": F.col("transactional_id"), "transactional_ids": F.array_join(ids_of_pid, ",")},
-        ),
-    ]
 
 
-def transaction_log_findings(records: DataFrame, settings: AuditSettings, reference_time_ms: int | None) -> DataFrame:
-    """Every §6.7 finding of the audited `__transaction_state` records (`audited_records`)."""
-    return (
-        explode_findings(records, record_checks(settings) + timeout_checks(settings))
-        .unionByName(explode_findings(_with_previous(records), transition_checks(settings)))
-        .unionByName(explode_findings(_latest_records(records, reference_time_ms), latest_checks()))
+@check(STUCK_STATE, on=LATEST_COORDINATOR_RECORDS)
+def stuck_state(ctx: AuditContext) -> Fires:
+    state = F.col("state")
+    deadline = F.col("start_timestamp_ms") + F.col("transaction_timeout_ms") + TIMEOUT_CHECK_INTERVAL_MS
+    return Fires(
+        ~F.col("is_tombstone")
+        & (
+            ((state == ONGOING) & (deadline < F.col("reference_time_ms")))
+            | (
+                _state_in(state, PREPARE_STATES)
+                & (F.col("last_update_timestamp_ms") + PREPARE_STUCK_MS < F.col("reference_time_ms"))
+            )
+        ),
+        F.format_string(
+            "%s still %s at %d (last update %d)",
+            "transactional_id",
+            "state_name",
+            "reference_time_ms",
+            "last_update_timestamp_ms",
+        ),
+        {"transactional_id": F.col("transactional_id"), "reference_time_ms": F.col("reference_time_ms")},
+    )
+
+
+@check(PID_SHARED, on=LATEST_COORDINATOR_RECORDS)
+def pid_shared(ctx: AuditContext) -> Fires:
+    ids = F.col("ids_of_producer")
+    return Fires(
+        _live() & (F.size(ids) > 1),
+        F.format_string("producer %d is the current producer of %s", "producer_id", F.array_join(ids, ", ")),
+        {"transactional_id": F.col("transactional_id"), "transactional_ids": F.array_join(ids, ",")},
     )

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import finding
-from pipeline.audit.registry import rule
+from pipeline.audit.context import AuditContext
+from pipeline.audit.frames import PRODUCER_BATCHES
+from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP_PID
-from pipeline.config import AuditSettings
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
 
 COORDINATOR_CLEANUP_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
@@ -74,95 +74,116 @@ def _marker_type(column: str = "control_type") -> Column:
     return F.when(F.col(column) == CONTROL_COMMIT, F.lit("COMMIT")).when(F.col(column) == CONTROL_ABORT, F.lit("ABORT"))
 
 
-def row_checks(settings: AuditSettings) -> list[Column]:
-    txn_data = F.col("is_data") & F.col("is_transactional")
-    plain_data = F.col("is_data") & ~F.col("is_transactional")
+def _txn_data() -> Column:
+    return F.col("is_data") & F.col("is_transactional")
+
+
+def _plain_data() -> Column:
+    return F.col("is_data") & ~F.col("is_transactional")
+
+
+def _open_evidence() -> dict[str, Column]:
+    return {"transaction_first_offset": F.col("txn_first_offset"), "transaction_epoch": F.col("txn_max_epoch")}
+
+
+@check(NON_TXN_IN_OPEN_TXN, on=PRODUCER_BATCHES)
+def non_txn_in_open_txn(ctx: AuditContext) -> Fires:
+    return Fires(
+        _plain_data() & F.col("txn_open"),
+        F.format_string(
+            "non-transactional batch of producer %d inside its transaction open since offset %d",
+            F.col("producer_id"),
+            F.col("txn_first_offset"),
+        ),
+        _open_evidence(),
+    )
+
+
+@check(TRANSACTIONS_MERGED, on=PRODUCER_BATCHES)
+def transactions_merged(ctx: AuditContext) -> Fires:
+    return Fires(
+        _txn_data() & F.col("txn_open") & (F.col("producer_epoch") > F.col("txn_max_epoch")),
+        F.format_string(
+            "epoch %d data joins the transaction open since offset %d at epoch %d",
+            F.col("producer_epoch"),
+            F.col("txn_first_offset"),
+            F.col("txn_max_epoch"),
+        ),
+        _open_evidence(),
+    )
+
+
+@check(EMPTY_TRANSACTION_MARKER, on=PRODUCER_BATCHES)
+def empty_transaction_marker(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_marker") & ~F.col("txn_open"),
+        F.format_string("%s marker of producer %d closes no open transaction", _marker_type(), F.col("producer_id")),
+        {"marker": _marker_type(), "coordinator_epoch": F.col("coordinator_epoch")},
+    )
+
+
+@check(COORDINATOR_EPOCH_REGRESSION, on=PRODUCER_BATCHES)
+def coordinator_epoch_regression(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_marker") & (F.col("coordinator_epoch") < F.col("state_coordinator_epoch")),
+        F.format_string(
+            "marker coordinator epoch %d after %d", F.col("coordinator_epoch"), F.col("state_coordinator_epoch")
+        ),
+        {
+            "coordinator_epoch": F.col("coordinator_epoch"),
+            "previous_coordinator_epoch": F.col("state_coordinator_epoch"),
+        },
+    )
+
+
+@check(LONG_TRANSACTION, on=PRODUCER_BATCHES)
+def long_transaction(ctx: AuditContext) -> Fires:
+    limit = ctx.settings.transaction_max_timeout_ms + COORDINATOR_CLEANUP_INTERVAL_MS
+    duration = F.col("max_timestamp") - F.col("txn_start_timestamp")
+    return Fires(
+        F.col("is_marker") & F.col("txn_open") & (F.col("control_type") == CONTROL_COMMIT) & (duration > limit),
+        F.format_string(
+            "transaction from offset %d committed after %d ms (limit %d ms)",
+            F.col("txn_first_offset"),
+            duration,
+            F.lit(limit),
+        ),
+        {**_open_evidence(), "duration_ms": duration},
+    )
+
+
+@check(PID_MIXED_MODES, on=PRODUCER_BATCHES)
+def pid_mixed_modes(ctx: AuditContext) -> Fires:
     seen_txn = F.coalesce(F.col("seen_txn_data"), F.lit(False))
     seen_plain = F.coalesce(F.col("seen_plain_data"), F.lit(False))
-    long_limit = settings.transaction_max_timeout_ms + COORDINATOR_CLEANUP_INTERVAL_MS
-    open_evidence = {"transaction_first_offset": F.col("txn_first_offset"), "transaction_epoch": F.col("txn_max_epoch")}
-    return [
-        finding(
-            NON_TXN_IN_OPEN_TXN,
-            plain_data & F.col("txn_open"),
-            F.format_string(
-                "non-transactional batch of producer %d inside its transaction open since offset %d",
-                F.col("producer_id"),
-                F.col("txn_first_offset"),
-            ),
-            open_evidence,
+    return Fires(
+        (_txn_data() & ~seen_txn & seen_plain) | (_plain_data() & ~seen_plain & seen_txn),
+        F.format_string(
+            "producer %d writes %s batches after %s ones",
+            F.col("producer_id"),
+            F.when(F.col("is_transactional"), F.lit("transactional")).otherwise(F.lit("non-transactional")),
+            F.when(F.col("is_transactional"), F.lit("non-transactional")).otherwise(F.lit("transactional")),
         ),
-        finding(
-            TRANSACTIONS_MERGED,
-            txn_data & F.col("txn_open") & (F.col("producer_epoch") > F.col("txn_max_epoch")),
-            F.format_string(
-                "epoch %d data joins the transaction open since offset %d at epoch %d",
-                F.col("producer_epoch"),
-                F.col("txn_first_offset"),
-                F.col("txn_max_epoch"),
-            ),
-            open_evidence,
+        {"is_transactional": F.col("is_transactional")},
+    )
+
+
+@check(COMMIT_THEN_ABORT_SAME_EPOCH, on=PRODUCER_BATCHES)
+def commit_then_abort_same_epoch(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_tv2")
+        & F.col("is_marker")
+        & F.coalesce(F.col("prev_is_marker"), F.lit(False))
+        & (F.col("prev_epoch") == F.col("producer_epoch"))
+        & (F.col("prev_control_type") != F.col("control_type")),
+        F.format_string(
+            "%s after %s at the same epoch %d",
+            _marker_type(),
+            _marker_type("prev_control_type"),
+            F.col("producer_epoch"),
         ),
-        finding(
-            EMPTY_TRANSACTION_MARKER,
-            F.col("is_marker") & ~F.col("txn_open"),
-            F.format_string(
-                "%s marker of producer %d closes no open transaction", _marker_type(), F.col("producer_id")
-            ),
-            {"marker": _marker_type(), "coordinator_epoch": F.col("coordinator_epoch")},
-        ),
-        finding(
-            COORDINATOR_EPOCH_REGRESSION,
-            F.col("is_marker") & (F.col("coordinator_epoch") < F.col("state_coordinator_epoch")),
-            F.format_string(
-                "marker coordinator epoch %d after %d", F.col("coordinator_epoch"), F.col("state_coordinator_epoch")
-            ),
-            {
-                "coordinator_epoch": F.col("coordinator_epoch"),
-                "previous_coordinator_epoch": F.col("state_coordinator_epoch"),
-            },
-        ),
-        finding(
-            LONG_TRANSACTION,
-            F.col("is_marker")
-            & F.col("txn_open")
-            & (F.col("control_type") == CONTROL_COMMIT)
-            & ((F.col("max_timestamp") - F.col("txn_start_timestamp")) > long_limit),
-            F.format_string(
-                "transaction from offset %d committed after %d ms (limit %d ms)",
-                F.col("txn_first_offset"),
-                F.col("max_timestamp") - F.col("txn_start_timestamp"),
-                F.lit(long_limit),
-            ),
-            {**open_evidence, "duration_ms": F.col("max_timestamp") - F.col("txn_start_timestamp")},
-        ),
-        finding(
-            PID_MIXED_MODES,
-            (txn_data & ~seen_txn & seen_plain) | (plain_data & ~seen_plain & seen_txn),
-            F.format_string(
-                "producer %d writes %s batches after %s ones",
-                F.col("producer_id"),
-                F.when(F.col("is_transactional"), F.lit("transactional")).otherwise(F.lit("non-transactional")),
-                F.when(F.col("is_transactional"), F.lit("non-transactional")).otherwise(F.lit("transactional")),
-            ),
-            {"is_transactional": F.col("is_transactional")},
-        ),
-        finding(
-            COMMIT_THEN_ABORT_SAME_EPOCH,
-            F.col("is_tv2")
-            & F.col("is_marker")
-            & F.coalesce(F.col("prev_is_marker"), F.lit(False))
-            & (F.col("prev_epoch") == F.col("producer_epoch"))
-            & (F.col("prev_control_type") != F.col("control_type")),
-            F.format_string(
-                "%s after %s at the same epoch %d",
-                _marker_type(),
-                _marker_type("prev_control_type"),
-                F.col("producer_epoch"),
-            ),
-            {"marker": _marker_type(), "previous_marker": _marker_type("prev_control_type")},
-        ),
-    ]
+        {"marker": _marker_type(), "previous_marker": _marker_type("prev_control_type")},
+    )
 
 
 def build_transactions(replayed: DataFrame) -> DataFrame:

@@ -21,8 +21,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import finding
-from pipeline.audit.registry import rule
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_EMPTY
 
@@ -164,54 +164,6 @@ def audited_entries(txn_index: DataFrame, replicas: DataFrame) -> DataFrame:
     )
 
 
-def file_checks(entries: DataFrame, segments: DataFrame) -> tuple[DataFrame, list[Column]]:
-    """IDX-006/007 per entry, in file order, with the owning segment's offset range."""
-    in_file = Window.partitionBy(*TP, "broker_id", "source_file").orderBy("position")
-    previous_last = F.lag("last_offset").over(in_file)
-    located = (
-        entries.join(segments, on=[*TP, "broker_id", "segment_base_offset"], how="left")
-        .withColumn("base_offset", F.col("last_offset"))
-        .withColumn("producer_epoch", F.lit(None).cast("int"))
-    )
-    corrupt = (
-        (F.col("entry_status") != ENTRY_OK)
-        | (F.col("version") != 0)
-        | (F.col("last_offset") <= previous_last)
-        | (F.col("last_offset") < F.col("segment_base_offset"))
-        | (F.col("first_offset") > F.col("last_offset"))
-    )
-    outside = (F.col("entry_status") == ENTRY_OK) & (
-        (F.col("last_offset") < F.col("segment_base_offset")) | (F.col("last_offset") >= F.col("next_segment_base"))
-    )
-    return located, [
-        finding(
-            INDEX_FILE_CORRUPT,
-            corrupt,
-            F.format_string(
-                "txnindex entry at byte %d: status %s, version %s, first %s, last %s (previous last %s)",
-                F.col("position"),
-                F.col("entry_status"),
-                F.col("version").cast("string"),
-                F.col("first_offset").cast("string"),
-                F.col("last_offset").cast("string"),
-                previous_last.cast("string"),
-            ),
-            {"previous_last_offset": previous_last, "segment_base_offset": F.col("segment_base_offset")},
-        ),
-        finding(
-            ENTRY_IN_WRONG_SEGMENT,
-            outside,
-            F.format_string(
-                "entry for marker offset %d sits in the index of segment %d (next segment starts at %s)",
-                F.col("last_offset"),
-                F.col("segment_base_offset"),
-                F.col("next_segment_base").cast("string"),
-            ),
-            {"segment_base_offset": F.col("segment_base_offset"), "next_segment_base": F.col("next_segment_base")},
-        ),
-    ]
-
-
 def segment_ranges(prepared: DataFrame) -> DataFrame:
     """Segments of each audited replica with the base offset of the segment after them."""
     following = Window.partitionBy(*TP, "broker_id").orderBy("segment_base_offset")
@@ -227,27 +179,95 @@ def segment_ranges(prepared: DataFrame) -> DataFrame:
     )
 
 
-def comparison_checks(
-    expected: DataFrame, entries: DataFrame, transactions: DataFrame, offsets: DataFrame, broker_before_2_8: bool
-) -> tuple[DataFrame, list[Column]]:
-    """Match the entries the markers imply with the entries written, on (partition, pid, marker offset).
+@frame("txnindex.entries")
+def TXN_INDEX_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Entries of the audited replicas' .txnindex files, in file order, with the owning segment's offset range.
+
+    Located at the entry's marker offset; `previous_last_offset` is the last offset of the entry before it in
+    the same file.
+    """
+    if inputs.txn_index is None:
+        return None
+    in_file = Window.partitionBy(*TP, "broker_id", "source_file").orderBy("position")
+    return (
+        audited_entries(inputs.txn_index, inputs.replicas)
+        .join(segment_ranges(inputs.batches), on=[*TP, "broker_id", "segment_base_offset"], how="left")
+        .withColumn("base_offset", F.col("last_offset"))
+        .withColumn("producer_epoch", F.lit(None).cast("int"))
+        .withColumn("previous_last_offset", F.lag("last_offset").over(in_file))
+    )
+
+
+@check(INDEX_FILE_CORRUPT, on=TXN_INDEX_ENTRIES)
+def index_file_corrupt(ctx: AuditContext) -> Fires:
+    previous_last = F.col("previous_last_offset")
+    return Fires(
+        (F.col("entry_status") != ENTRY_OK)
+        | (F.col("version") != 0)
+        | (F.col("last_offset") <= previous_last)
+        | (F.col("last_offset") < F.col("segment_base_offset"))
+        | (F.col("first_offset") > F.col("last_offset")),
+        F.format_string(
+            "txnindex entry at byte %d: status %s, version %s, first %s, last %s (previous last %s)",
+            F.col("position"),
+            F.col("entry_status"),
+            F.col("version").cast("string"),
+            F.col("first_offset").cast("string"),
+            F.col("last_offset").cast("string"),
+            previous_last.cast("string"),
+        ),
+        {"previous_last_offset": previous_last, "segment_base_offset": F.col("segment_base_offset")},
+    )
+
+
+@check(ENTRY_IN_WRONG_SEGMENT, on=TXN_INDEX_ENTRIES)
+def entry_in_wrong_segment(ctx: AuditContext) -> Fires:
+    return Fires(
+        (F.col("entry_status") == ENTRY_OK)
+        & (
+            (F.col("last_offset") < F.col("segment_base_offset")) | (F.col("last_offset") >= F.col("next_segment_base"))
+        ),
+        F.format_string(
+            "entry for marker offset %d sits in the index of segment %d (next segment starts at %s)",
+            F.col("last_offset"),
+            F.col("segment_base_offset"),
+            F.col("next_segment_base").cast("string"),
+        ),
+        {"segment_base_offset": F.col("segment_base_offset"), "next_segment_base": F.col("next_segment_base")},
+    )
+
+
+@frame("txnindex.comparison")
+def TXN_INDEX_COMPARISON(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """The entries the ABORT markers imply matched with the entries written, on (partition, pid, marker offset).
 
     Empty ABORT markers are candidates too: pre-2.8 brokers wrote an entry for them (IDX-005), and on
-    compacted topics a missing entry is the cleaner's doing (IDX-008).
+    compacted topics a missing entry is the cleaner's doing (IDX-008). Located at the marker offset.
     """
+    if inputs.txn_index is None:
+        return None
+    transactions = inputs.transactions
     empty_aborts = transactions.where(
         (F.col("outcome") == OUTCOME_EMPTY) & (F.col("control_type") == CONTROL_ABORT)
     ).select(*TP, "producer_id", "producer_epoch", "marker_offset", "broker_id", F.lit(True).alias("is_empty_abort"))
-    candidates = expected.withColumn("is_empty_abort", F.lit(False)).unionByName(empty_aborts, allowMissingColumns=True)
-    written = entries.where(F.col("entry_status") == ENTRY_OK).select(
-        *TP,
-        "producer_id",
-        F.col("last_offset").alias("marker_offset"),
-        F.col("first_offset").alias("entry_first_offset"),
-        F.col("last_stable_offset").alias("entry_lso"),
-        "source_file",
-        "position",
-        F.col("broker_id").alias("entry_broker_id"),
+    candidates = (
+        expected_entries(transactions)
+        .withColumn("is_empty_abort", F.lit(False))
+        .unionByName(empty_aborts, allowMissingColumns=True)
+    )
+    written = (
+        audited_entries(inputs.txn_index, inputs.replicas)
+        .where(F.col("entry_status") == ENTRY_OK)
+        .select(
+            *TP,
+            "producer_id",
+            F.col("last_offset").alias("marker_offset"),
+            F.col("first_offset").alias("entry_first_offset"),
+            F.col("last_stable_offset").alias("entry_lso"),
+            "source_file",
+            "position",
+            F.col("broker_id").alias("entry_broker_id"),
+        )
     )
     commit_markers = transactions.where(F.col("control_type") == CONTROL_COMMIT).select(
         *TP, "producer_id", "marker_offset", F.lit(True).alias("points_at_commit")
@@ -257,8 +277,12 @@ def comparison_checks(
         .select(*TP, F.col("first_offset").alias("entry_lso"), F.lit(True).alias("lso_is_a_start"))
         .distinct()
     )
-    partitions = offsets.select(*TP, "log_start_offset", "is_compacted", "has_index_files")
-    joined = (
+    partitions = (
+        inputs.partitions.select(*TP, "log_start_offset")
+        .join(inputs.replicas.drop("broker_id"), on=TP, how="inner")
+        .select(*TP, "log_start_offset", "is_compacted", "has_index_files")
+    )
+    return (
         candidates.join(written, on=[*TP, "producer_id", "marker_offset"], how="full_outer")
         .join(commit_markers, on=[*TP, "producer_id", "marker_offset"], how="left")
         .join(later_starts, on=[*TP, "entry_lso"], how="left")
@@ -268,81 +292,112 @@ def comparison_checks(
         .withColumn("base_offset", F.col("marker_offset"))
         .withColumn("last_offset", F.col("marker_offset"))
     )
-    is_written = F.col("entry_first_offset").isNotNull()
-    is_expected = F.col("expected_lso").isNotNull()
-    is_empty_abort = F.coalesce(F.col("is_empty_abort"), F.lit(False))
-    legacy_empty = is_empty_abort & (F.col("entry_first_offset") == F.col("marker_offset"))
-    evidence = {
+
+
+# Conditions on one row of TXN_INDEX_COMPARISON.
+def _is_written() -> Column:
+    return F.col("entry_first_offset").isNotNull()
+
+
+def _is_expected() -> Column:
+    return F.col("expected_lso").isNotNull()
+
+
+def _is_empty_abort() -> Column:
+    return F.coalesce(F.col("is_empty_abort"), F.lit(False))
+
+
+def _legacy_empty() -> Column:
+    return _is_empty_abort() & (F.col("entry_first_offset") == F.col("marker_offset"))
+
+
+def _comparison_evidence() -> dict[str, Column]:
+    return {
         "expected_first_offset": F.col("first_offset"),
         "entry_first_offset": F.col("entry_first_offset"),
         "expected_lso": F.col("expected_lso"),
         "entry_lso": F.col("entry_lso"),
     }
-    return joined, [
-        finding(
-            MISSING_ABORT_ENTRY,
-            is_expected & ~is_written,
-            F.format_string(
-                "no .txnindex entry for the ABORT at offset %d (producer %d, transaction from offset %d)",
-                F.col("marker_offset"),
-                F.col("producer_id"),
-                F.col("first_offset"),
-            ),
-            evidence,
+
+
+@check(MISSING_ABORT_ENTRY, on=TXN_INDEX_COMPARISON)
+def missing_abort_entry(ctx: AuditContext) -> Fires:
+    return Fires(
+        _is_expected() & ~_is_written(),
+        F.format_string(
+            "no .txnindex entry for the ABORT at offset %d (producer %d, transaction from offset %d)",
+            F.col("marker_offset"),
+            F.col("producer_id"),
+            F.col("first_offset"),
         ),
-        finding(
-            WRONG_FIRST_OFFSET,
-            is_expected
-            & is_written
-            & (F.col("entry_first_offset") != F.col("first_offset"))
-            & (F.col("entry_first_offset") >= F.col("log_start_offset")),
-            F.format_string(
-                "txnindex entry for the ABORT at %d starts at %d, the transaction at %d",
-                F.col("marker_offset"),
-                F.col("entry_first_offset"),
-                F.col("first_offset"),
-            ),
-            evidence,
+        _comparison_evidence(),
+    )
+
+
+@check(WRONG_FIRST_OFFSET, on=TXN_INDEX_COMPARISON)
+def wrong_first_offset(ctx: AuditContext) -> Fires:
+    return Fires(
+        _is_expected()
+        & _is_written()
+        & (F.col("entry_first_offset") != F.col("first_offset"))
+        & (F.col("entry_first_offset") >= F.col("log_start_offset")),
+        F.format_string(
+            "txnindex entry for the ABORT at %d starts at %d, the transaction at %d",
+            F.col("marker_offset"),
+            F.col("entry_first_offset"),
+            F.col("first_offset"),
         ),
-        finding(
-            ORPHAN_ENTRY,
-            ~is_expected & is_written & ~legacy_empty,
-            F.format_string(
-                "txnindex entry (producer %d, offsets %d..%d) matches no ABORT of that producer that closed a "
-                "transaction",
-                F.col("producer_id"),
-                F.col("entry_first_offset"),
-                F.col("marker_offset"),
-            ),
-            evidence,
-            severity=F.when(F.col("points_at_commit"), F.lit("CRITICAL")).otherwise(F.lit("ERROR")),
+        _comparison_evidence(),
+    )
+
+
+@check(ORPHAN_ENTRY, on=TXN_INDEX_COMPARISON)
+def orphan_entry(ctx: AuditContext) -> Fires:
+    return Fires(
+        ~_is_expected() & _is_written() & ~_legacy_empty(),
+        F.format_string(
+            "txnindex entry (producer %d, offsets %d..%d) matches no ABORT of that producer that closed a transaction",
+            F.col("producer_id"),
+            F.col("entry_first_offset"),
+            F.col("marker_offset"),
         ),
-        finding(
-            WRONG_LSO,
-            is_expected & is_written & (F.col("entry_lso") != F.col("expected_lso")),
-            F.format_string(
-                "txnindex entry for the ABORT at %d records LSO %d, expected %d",
-                F.col("marker_offset"),
-                F.col("entry_lso"),
-                F.col("expected_lso"),
-            ),
-            evidence,
-            severity=F.when(
-                F.coalesce(F.col("lso_is_a_start"), F.lit(False)) & (F.col("entry_lso") > F.col("marker_offset")),
-                F.lit("INFO"),
-            ).otherwise(F.lit("WARN")),
+        _comparison_evidence(),
+        severity=F.when(F.col("points_at_commit"), F.lit("CRITICAL")).otherwise(F.lit("ERROR")),
+    )
+
+
+@check(WRONG_LSO, on=TXN_INDEX_COMPARISON)
+def wrong_lso(ctx: AuditContext) -> Fires:
+    return Fires(
+        _is_expected() & _is_written() & (F.col("entry_lso") != F.col("expected_lso")),
+        F.format_string(
+            "txnindex entry for the ABORT at %d records LSO %d, expected %d",
+            F.col("marker_offset"),
+            F.col("entry_lso"),
+            F.col("expected_lso"),
         ),
-        finding(
-            LEGACY_EMPTY_ENTRY,
-            is_written & legacy_empty,
-            F.format_string("txnindex entry for the ABORT at %d that closed no transaction", F.col("marker_offset")),
-            evidence,
-            severity=F.lit("INFO" if broker_before_2_8 else "WARN"),
-        ),
-        finding(
-            ABORT_DATA_CLEANED,
-            is_empty_abort & ~is_written & F.col("is_compacted"),
-            F.format_string("ABORT at %d has no data left and no txnindex entry", F.col("marker_offset")),
-            evidence,
-        ),
-    ]
+        _comparison_evidence(),
+        severity=F.when(
+            F.coalesce(F.col("lso_is_a_start"), F.lit(False)) & (F.col("entry_lso") > F.col("marker_offset")),
+            F.lit("INFO"),
+        ).otherwise(F.lit("WARN")),
+    )
+
+
+@check(LEGACY_EMPTY_ENTRY, on=TXN_INDEX_COMPARISON)
+def legacy_empty_entry(ctx: AuditContext) -> Fires:
+    return Fires(
+        _is_written() & _legacy_empty(),
+        F.format_string("txnindex entry for the ABORT at %d that closed no transaction", F.col("marker_offset")),
+        _comparison_evidence(),
+        severity=F.lit("INFO" if ctx.settings.broker_older_than("2.8") else "WARN"),
+    )
+
+
+@check(ABORT_DATA_CLEANED, on=TXN_INDEX_COMPARISON)
+def abort_data_cleaned(ctx: AuditContext) -> Fires:
+    return Fires(
+        _is_empty_abort() & ~_is_written() & F.col("is_compacted"),
+        F.format_string("ABORT at %d has no data left and no txnindex entry", F.col("marker_offset")),
+        _comparison_evidence(),
+    )

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import finding
-from pipeline.audit.registry import rule
+from pipeline.audit.context import AuditContext
+from pipeline.audit.frames import OPEN_TRANSACTIONS, PARTITIONS
+from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import TP
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_LEGACY, STATUS_OK
@@ -88,50 +89,57 @@ def open_transactions(
     )
 
 
-def transaction_findings(open_txns: DataFrame, settings: AuditSettings) -> list[Column]:
+def _open_evidence() -> dict[str, Column]:
     abort_command = F.format_string(
         "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic %s --partition %d --start-offset %d",
         F.col("topic"),
         F.col("partition"),
         F.col("base_offset"),
     )
-    evidence = {
+    return {
         "start_offset": F.col("base_offset"),
         "last_timestamp": F.col("end_timestamp"),
         "reference_time_ms": F.col("reference_time_ms"),
         "silent_ms": F.col("silent_ms"),
         "abort_command": abort_command,
     }
-    return [
-        finding(
-            OPEN_TXN_BELOW_LOG_START,
-            F.col("base_offset") < F.col("checkpoint_log_start"),
-            F.format_string(
-                "transaction of producer %d open since offset %d, below the log start offset %d",
-                F.col("producer_id"),
-                F.col("base_offset"),
-                F.col("checkpoint_log_start"),
-            ),
-            {"start_offset": F.col("base_offset"), "log_start_offset": F.col("checkpoint_log_start")},
+
+
+@check(OPEN_TXN_BELOW_LOG_START, on=OPEN_TRANSACTIONS)
+def open_txn_below_log_start(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("base_offset") < F.col("checkpoint_log_start"),
+        F.format_string(
+            "transaction of producer %d open since offset %d, below the log start offset %d",
+            F.col("producer_id"),
+            F.col("base_offset"),
+            F.col("checkpoint_log_start"),
         ),
-        finding(
-            LATE_OR_HANGING_TXN,
-            F.col("is_hanging"),
-            F.format_string(
-                "transaction of producer %d open since offset %d, silent for %d ms",
-                F.col("producer_id"),
-                F.col("base_offset"),
-                F.col("silent_ms"),
-            ),
-            evidence,
+        {"start_offset": F.col("base_offset"), "log_start_offset": F.col("checkpoint_log_start")},
+    )
+
+
+@check(LATE_OR_HANGING_TXN, on=OPEN_TRANSACTIONS)
+def late_or_hanging_txn(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_hanging"),
+        F.format_string(
+            "transaction of producer %d open since offset %d, silent for %d ms",
+            F.col("producer_id"),
+            F.col("base_offset"),
+            F.col("silent_ms"),
         ),
-        finding(
-            COMPACTION_BLOCKED,
-            F.col("is_hanging") & F.col("is_compacted"),
-            F.format_string("hanging transaction at offset %d blocks compaction", F.col("base_offset")),
-            evidence,
-        ),
-    ]
+        _open_evidence(),
+    )
+
+
+@check(COMPACTION_BLOCKED, on=OPEN_TRANSACTIONS)
+def compaction_blocked(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("is_hanging") & F.col("is_compacted"),
+        F.format_string("hanging transaction at offset %d blocks compaction", F.col("base_offset")),
+        _open_evidence(),
+    )
 
 
 def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFrame:
@@ -143,16 +151,6 @@ def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFr
         .groupBy(*TP)
         .agg(F.max("offset").alias("checkpoint_log_start"))
     )
-
-
-def as_finding_rows(open_txns: DataFrame) -> DataFrame:
-    """Give transaction rows the location columns every finding carries."""
-    return open_txns.select(
-        "*",
-        F.col("first_offset").alias("base_offset"),
-        F.lit(None).cast("string").alias("source_file"),
-        F.lit(None).cast("long").alias("position"),
-    ).drop("first_offset")
 
 
 def partition_offsets(
@@ -240,39 +238,19 @@ def partition_offsets(
     )
 
 
-def with_finding_counts(offsets: DataFrame, findings: DataFrame) -> DataFrame:
-    """Attach the partition's finding counts by severity and by rule."""
-    by_severity = (
-        findings.groupBy(*TP, "severity")
-        .count()
-        .groupBy(*TP)
-        .agg(F.map_from_entries(F.collect_list(F.struct("severity", "count"))).alias("findings_by_severity"))
+@check(FIRST_UNSTABLE_OFFSET, on=PARTITIONS)
+def first_unstable_offset(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("open_transactions") > 0,
+        F.format_string(
+            "%d open transaction(s); first unstable offset %d, last stable offset %d",
+            F.col("open_transactions"),
+            F.col("first_unstable_offset"),
+            F.col("last_stable_offset"),
+        ),
+        {
+            "first_unstable_offset": F.col("first_unstable_offset"),
+            "last_stable_offset": F.col("last_stable_offset"),
+            "log_end_offset": F.col("log_end_offset"),
+        },
     )
-    by_rule = (
-        findings.groupBy(*TP, "rule_code")
-        .count()
-        .groupBy(*TP)
-        .agg(F.map_from_entries(F.collect_list(F.struct("rule_code", "count"))).alias("findings_by_rule"))
-    )
-    return offsets.join(by_severity, on=TP, how="left").join(by_rule, on=TP, how="left")
-
-
-def summary_checks() -> list[Column]:
-    """LSO-001 on `partition_offsets` rows (given the finding location columns by the engine)."""
-    return [
-        finding(
-            FIRST_UNSTABLE_OFFSET,
-            F.col("open_transactions") > 0,
-            F.format_string(
-                "%d open transaction(s); first unstable offset %d, last stable offset %d",
-                F.col("open_transactions"),
-                F.col("first_unstable_offset"),
-                F.col("last_stable_offset"),
-            ),
-            {
-                "first_unstable_offset": F.col("first_unstable_offset"),
-                "last_stable_offset": F.col("last_stable_offset"),
-                "log_end_offset": F.col("log_end_offset"),
-            },
-        )
-    ]

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from crc32c import crc32c
 
+from pipeline.sources.jit import CACHE_KERNELS
 from pipeline.sources.records import compress_records, record_columns
 from schemas.batches import STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
 
@@ -108,9 +109,8 @@ _MARKER_RECORD_LENGTH = 2 * (_MARKER_BYTES - RECORD_BATCH_OVERHEAD - 1)
 _MARKER_KEY_LENGTH = 2 * _CONTROL_KEY.size
 _MARKER_VALUE_LENGTH = 2 * _MARKER_VALUE.size
 
-# Kernels compile on first use, once per Python process (a few seconds of CPU in all, see BENCHMARKS.md). No
-# on-disk cache: executors import this module from the zip that spark-submit ships, where numba cannot keep one.
-_jit = numba.njit(nogil=True, cache=False)
+# Kernels compile on first use, once per Python process unless cached on disk (pipeline.sources.jit).
+_jit = numba.njit(nogil=True, cache=CACHE_KERNELS)
 
 
 class DecodedWindow(NamedTuple):
@@ -694,7 +694,7 @@ def _notes_array(notes: dict[int, str], rows: int) -> pa.Array:
     return pc.take(pa.array(texts, pa.string()), pa.array(codes, mask=~has_note))
 
 
-@numba.vectorize(nopython=True, cache=False)
+@numba.vectorize(nopython=True, cache=CACHE_KERNELS)
 def last_sequence(base_sequence, last_offset_delta):
     """`DefaultRecordBatch.lastSequence` in int32 arithmetic: wraps past 2147483647, NO_SEQUENCE stays -1.
 

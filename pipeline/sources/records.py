@@ -31,6 +31,8 @@ import numba
 import numpy as np
 import pyarrow as pa
 
+from pipeline.sources.jit import CACHE_KERNELS
+
 MAX_RECORDS_BYTES = 256 * 1024 * 1024
 """Largest decompressed records section accepted; far above what a producer puts in one batch (its batch.size and
 max.request.size are a few MiB at most), far below what would exhaust an executor."""
@@ -129,7 +131,7 @@ _FAIL_VARINT = numba.types.void(_RESULT, _I64, _I64, _I64, _I64)
 _VARINT = numba.types.Tuple((numba.types.uint64, _I64, _I64))(_BYTES, _I64, _I64, _I64)
 
 
-@numba.njit(_VARINT, nogil=True, cache=False)
+@numba.njit(_VARINT, nogil=True, cache=CACHE_KERNELS)
 def _varint(buf, position, end, max_bytes):
     """Unsigned LEB128 like `ByteUtils.readUnsignedVarint(Long)`: (raw value, next position, _VARINT_* or 0)."""
     raw = np.uint64(0)
@@ -144,20 +146,20 @@ def _varint(buf, position, end, max_bytes):
     return raw, position, _VARINT_LONG
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _zigzag32(raw):
     """`ByteUtils.readVarint`: the low 32 bits, zig-zag decoded."""
     unsigned = np.int64(raw & np.uint64(0xFFFFFFFF))
     return (unsigned >> 1) ^ -(unsigned & 1)
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _zigzag64(raw):
     """`ByteUtils.readVarlong`: 64 bits, zig-zag decoded."""
     return np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
 
 
-@numba.njit(_FAIL, nogil=True, cache=False)
+@numba.njit(_FAIL, nogil=True, cache=CACHE_KERNELS)
 def _fail(result, problem, field, position, index, detail, extra):
     result[_PROBLEM] = problem
     result[_FIELD] = field
@@ -167,7 +169,7 @@ def _fail(result, problem, field, position, index, detail, extra):
     result[_EXTRA] = extra
 
 
-@numba.njit(_FAIL_VARINT, nogil=True, cache=False)
+@numba.njit(_FAIL_VARINT, nogil=True, cache=CACHE_KERNELS)
 def _fail_varint(result, status, field, position, index):
     if status == _VARINT_LONG:
         _fail(result, VARINT_TOO_LONG, field, position, index, 0, 0)
@@ -175,7 +177,7 @@ def _fail_varint(result, status, field, position, index):
         _fail(result, PAST_RECORD_END, field, position, index, -1, 0)
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _walk(buf, start, end, count, last_offset_delta, records, headers, result):
     """Walk `count` records in buf[start:end] like `DefaultRecord.readFrom`, stopping at the first problem.
 
@@ -313,7 +315,7 @@ def _walk(buf, start, end, count, last_offset_delta, records, headers, result):
     return None
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _int_at(buf, position, size):
     """The signed big-endian integer of `size` bytes at `position`."""
     value = np.int64(0)
@@ -324,7 +326,7 @@ def _int_at(buf, position, size):
     return value
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _walk_batches(raw, starts, ends, out):
     """The header fields of every batch into its row of `out`, and the walk of every uncompressed one.
 
@@ -508,12 +510,12 @@ _XXH_PRIMES = (2654435761, 2246822519, 3266489917, 668265263, 374761393)
 _UINT32_MASK = 0xFFFFFFFF
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _rotl32(value, bits):
     return ((value << np.uint64(bits)) | (value >> np.uint64(32 - bits))) & np.uint64(_UINT32_MASK)
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _word32(buf, position):
     word = np.uint64(0)
     for index in range(4):
@@ -521,7 +523,7 @@ def _word32(buf, position):
     return word
 
 
-@numba.njit(nogil=True, cache=False)
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _xxh32(buf, start, end):
     """XXH32 with seed 0 of buf[start:end], as lz4 frames use it for descriptor and block checksums.
 

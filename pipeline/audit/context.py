@@ -1,0 +1,40 @@
+"""What frames and checks are given: the run's settings, and the audit's materialised state and side inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+
+from pipeline.config import AuditSettings
+
+
+@dataclass(frozen=True)
+class AuditContext:
+    settings: AuditSettings
+    reference_time_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class AuditInputs:
+    """Every DataFrame here is a scan of a table the engine materialised, or a side table as ingested.
+
+    `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
+    `producer_batches`: its rows that carry producer state; `transactions`, `replicas`, `open_transactions`,
+    `partitions` and `coordinator_records`: derived state (pipeline.audit.state). Side tables are None when
+    the input had none.
+    """
+
+    batches: DataFrame
+    producer_batches: DataFrame
+    transactions: DataFrame
+    replicas: DataFrame
+    open_transactions: DataFrame
+    partitions: DataFrame
+    coordinator_records: DataFrame | None = None
+    txn_index: DataFrame | None = None
+    producer_snapshots: DataFrame | None = None
+    file_problems: DataFrame | None = None
+    checkpoints: DataFrame | None = None
+    leader_epochs: DataFrame | None = None
+    offset_commits: DataFrame | None = None

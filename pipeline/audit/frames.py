@@ -1,0 +1,50 @@
+"""The frames most checks run on: rows of the materialised audit state, with the location every finding carries.
+
+Frames that need one family's joins (the `.txnindex` comparison, snapshots, coordinator records) are
+registered in that family's module.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.registry import frame
+
+
+@frame("batches")
+def BATCHES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802  (a frame is a constant)
+    """Every entry of the audited replicas, readable or not, with its file-order state."""
+    return inputs.batches
+
+
+@frame("producer_batches")
+def PRODUCER_BATCHES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802
+    """Batches that carry producer state, with the state the broker held before appending each."""
+    return inputs.producer_batches
+
+
+@frame("open_transactions")
+def OPEN_TRANSACTIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802
+    """Transactions without a marker, with their reference time and whether they hang."""
+    return inputs.open_transactions.select(
+        "*",
+        F.col("first_offset").alias("base_offset"),
+        F.lit(None).cast("string").alias("source_file"),
+        F.lit(None).cast("long").alias("position"),
+    ).drop("first_offset")
+
+
+@frame("partitions")
+def PARTITIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802
+    """One row per audited partition: log start and end, first unstable offset, LSO, transaction counts."""
+    return inputs.partitions.select(
+        "*",
+        F.lit(None).cast("long").alias("producer_id"),
+        F.lit(None).cast("int").alias("producer_epoch"),
+        F.col("first_unstable_offset").alias("base_offset"),
+        F.col("log_end_offset").alias("last_offset"),
+        F.lit(None).cast("string").alias("source_file"),
+        F.lit(None).cast("long").alias("position"),
+    )

@@ -1,0 +1,61 @@
+"""The audit's state, materialised once per run: what every frame and output table reads.
+
+`replay` (every entry with file-order and producer state, pipeline.audit.replay) is computed with one exchange
+of the batches; `transactions`, `replicas`, `log_starts`, `open_transactions`, `partitions` and
+`coordinator_records` are aggregates and joins of it, each a small plan over scans.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.replay import replay
+from pipeline.audit.scratch import Scratch
+from pipeline.audit.transaction_log import audited_records
+from pipeline.audit.transactions import build_transactions
+from pipeline.audit.txnindex import audited_replicas
+from pipeline.audit.visibility import checkpoint_log_starts, open_transactions, partition_offsets
+
+
+def build_state(
+    batches: DataFrame, side: dict[str, DataFrame | None], ctx: AuditContext, scratch: Scratch
+) -> AuditInputs:
+    """Materialise the state in dependency order; `side` holds the side tables (absent ones None)."""
+    settings = ctx.settings
+    replayed = scratch.materialise(replay(batches, settings), "replay")
+    producer_batches = replayed.where(F.col("is_producer_row"))
+    transactions = scratch.materialise(build_transactions(producer_batches), "transactions")
+    replicas = scratch.materialise(audited_replicas(replayed), "replicas")
+    checkpoints = side.get("checkpoints")
+    log_starts = (
+        None
+        if checkpoints is None
+        else scratch.materialise(checkpoint_log_starts(checkpoints, replicas), "log_starts")
+    )
+    open_txns = scratch.materialise(
+        open_transactions(transactions, replayed, settings, ctx.reference_time_ms, log_starts), "open_transactions"
+    )
+    partitions = scratch.materialise(partition_offsets(replayed, transactions, open_txns, log_starts), "partitions")
+    transaction_log = side.get("transaction_log")
+    records = (
+        None
+        if transaction_log is None
+        else scratch.materialise(audited_records(transaction_log, replayed, checkpoints), "coordinator_records")
+    )
+    return AuditInputs(
+        batches=replayed,
+        producer_batches=producer_batches,
+        transactions=transactions,
+        replicas=replicas,
+        open_transactions=open_txns,
+        partitions=partitions,
+        coordinator_records=records,
+        txn_index=side.get("txn_index"),
+        producer_snapshots=side.get("producer_snapshots"),
+        file_problems=side.get("file_problems"),
+        checkpoints=checkpoints,
+        leader_epochs=side.get("leader_epochs"),
+        offset_commits=side.get("offset_commits"),
+    )
