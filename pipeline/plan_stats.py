@@ -9,6 +9,7 @@ every run. The serialized size is that of the physical plan, the bulk of what a 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -24,7 +25,7 @@ class PlanStats:
     max_nodes: int = 0
     max_bytes: int = 0
     largest: str = ""
-    _sizes: dict[str, int] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def measure(self, df: DataFrame, name: str) -> None:
         """Plan `df` now (analysis, optimisation, physical planning) and record what that cost."""
@@ -33,11 +34,12 @@ class PlanStats:
         elapsed_ms = int((time.perf_counter() - started) * 1000)
         nodes = len(plan.treeString().splitlines())
         size = _serialized_size(df, plan)
-        self.plans += 1
-        self.planning_ms += elapsed_ms
-        self.max_nodes = max(self.max_nodes, nodes)
-        if size > self.max_bytes:
-            self.max_bytes, self.largest = size, name
+        with self._lock:  # plans are measured from concurrent threads
+            self.plans += 1
+            self.planning_ms += elapsed_ms
+            self.max_nodes = max(self.max_nodes, nodes)
+            if size > self.max_bytes:
+                self.max_bytes, self.largest = size, name
         log.debug("plan %s: %d nodes, %d bytes, planned in %d ms", name, nodes, size, elapsed_ms)
 
     def counts(self) -> dict[str, int]:

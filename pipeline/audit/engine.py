@@ -76,14 +76,18 @@ def _with_run(df: DataFrame, run_id: str, schema) -> DataFrame:
 
 
 def evaluate_frames(inputs: AuditInputs, ctx: AuditContext, scratch: Scratch) -> DataFrame:
-    """Every registered check on its frame; frames whose inputs are absent are skipped."""
-    for name, checks in CHECKS.items():
-        rows = FRAMES[name].build(inputs, ctx) if checks else None
+    """Every registered check on its frame, one plan per frame; frames whose inputs are absent are skipped."""
+
+    def findings_of(name: str) -> DataFrame | None:
+        rows = FRAMES[name].build(inputs, ctx)
         if rows is None:
-            continue
-        fired = explode_findings(rows, [finding_column(c.rule, c.function(ctx)) for c in checks])
-        scratch.append(fired, "findings")
-    return scratch.read("findings")
+            return None
+        return explode_findings(rows, [finding_column(c.rule, c.function(ctx)) for c in CHECKS[name]])
+
+    scratch.materialise_all(
+        {f"findings/frame={name}": lambda name=name: findings_of(name) for name, checks in CHECKS.items() if checks}
+    )
+    return scratch.read_parts("findings")
 
 
 def run_audit(

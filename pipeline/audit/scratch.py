@@ -2,13 +2,17 @@
 
 Writing a stage out cuts its lineage: the plans that read it start from a file scan, so no plan the driver
 optimises holds another stage's windows and joins, and its size stays the same whatever the number of rules.
-The folder (by default `<warehouse>/_scratch/<run id>`) is removed when the run's tables are written.
+Tables that do not depend on each other are written by concurrent Spark jobs (`materialise_all`), which keeps
+the cores busy while the driver plans the next one. The folder (by default `<warehouse>/_scratch/<run id>`)
+is removed when the run's tables are written.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -16,6 +20,8 @@ from pyspark.sql import types as T
 from pipeline.plan_stats import PlanStats
 
 log = logging.getLogger(__name__)
+
+CONCURRENT_JOBS = 4
 
 
 class Scratch:
@@ -27,18 +33,36 @@ class Scratch:
 
     def materialise(self, df: DataFrame, name: str) -> DataFrame:
         """Write `df` as `name` (replacing an earlier write of this run) and return a scan of it."""
-        self._write(df, name, "overwrite")
+        self._write(df, self.path(name), name)
+        self._schemas[name] = df.schema
         return self.read(name)
 
-    def append(self, df: DataFrame, name: str) -> None:
-        """Add the rows of `df` to `name`; every append must have the same column names and types."""
-        known = self._schemas.get(name)
-        if known is not None and known.simpleString() != df.schema.simpleString():
-            raise ValueError(f"scratch table {name}: {df.schema.simpleString()} differs from {known.simpleString()}")
-        self._write(df, name, "append")
+    def materialise_all(self, builders: Mapping[str, Callable[[], DataFrame | None]]) -> dict[str, DataFrame | None]:
+        """Build and materialise independent tables side by side; a builder returning None writes nothing."""
+
+        def build_and_write(name: str, build: Callable[[], DataFrame | None]) -> DataFrame | None:
+            df = build()
+            return None if df is None else self.materialise(df, name)
+
+        with ThreadPoolExecutor(max_workers=CONCURRENT_JOBS, thread_name_prefix="scratch") as pool:
+            futures = {name: pool.submit(build_and_write, name, build) for name, build in builders.items()}
+            return {name: future.result() for name, future in futures.items()}
 
     def read(self, name: str) -> DataFrame:
-        return self.spark.read.schema(self._schemas[name]).parquet(self.path(name))
+        """A scan of table `name` (of all its parts), with the columns it was written with."""
+        schema = self._schemas[name]
+        return self.spark.read.schema(schema).parquet(self.path(name)).select(*schema.fieldNames())
+
+    def read_parts(self, name: str) -> DataFrame:
+        """A scan of every table written as `<name>/<part>` (for instance by concurrent jobs), as one table.
+
+        The parts must have the same column names and types.
+        """
+        schemas = {s.simpleString(): s for key, s in self._schemas.items() if key.startswith(f"{name}/")}
+        if len(schemas) != 1:
+            raise ValueError(f"scratch table {name}: parts with {len(schemas)} different schemas: {sorted(schemas)}")
+        (schema,) = schemas.values()
+        return self.spark.read.schema(schema).parquet(self.path(name)).select(*schema.fieldNames())
 
     def path(self, name: str) -> str:
         return f"{self.root}/{name}"
@@ -49,9 +73,8 @@ class Scratch:
         path = jvm.org.apache.hadoop.fs.Path(self.root)
         path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
 
-    def _write(self, df: DataFrame, name: str, mode: str) -> None:
-        self.stats.measure(df, name)
+    def _write(self, df: DataFrame, path: str, label: str) -> None:
+        self.stats.measure(df, label)
         started = time.perf_counter()
-        df.write.mode(mode).parquet(self.path(name))
-        self._schemas[name] = df.schema
-        log.debug("wrote scratch table %s in %.2f s", name, time.perf_counter() - started)
+        df.write.mode("overwrite").parquet(path)
+        log.debug("wrote scratch table %s in %.2f s", label, time.perf_counter() - started)

@@ -22,13 +22,25 @@ from pipeline.audit.visibility import checkpoint_log_starts, open_transactions, 
 def build_state(
     batches: DataFrame, side: dict[str, DataFrame | None], ctx: AuditContext, scratch: Scratch
 ) -> AuditInputs:
-    """Materialise the state in dependency order; `side` holds the side tables (absent ones None)."""
+    """Materialise the state in dependency order, independent tables side by side.
+
+    `side` holds the side tables (absent ones None).
+    """
     settings = ctx.settings
+    checkpoints = side.get("checkpoints")
+    transaction_log = side.get("transaction_log")
     replayed = scratch.materialise(replay(batches, settings), "replay")
     producer_batches = replayed.where(F.col("is_producer_row"))
-    transactions = scratch.materialise(build_transactions(producer_batches), "transactions")
-    replicas = scratch.materialise(audited_replicas(replayed), "replicas")
-    checkpoints = side.get("checkpoints")
+    first = scratch.materialise_all(
+        {
+            "transactions": lambda: build_transactions(producer_batches),
+            "replicas": lambda: audited_replicas(replayed),
+            "coordinator_records": lambda: (
+                None if transaction_log is None else audited_records(transaction_log, replayed, checkpoints)
+            ),
+        }
+    )
+    transactions, replicas, records = first["transactions"], first["replicas"], first["coordinator_records"]
     log_starts = (
         None
         if checkpoints is None
@@ -38,12 +50,6 @@ def build_state(
         open_transactions(transactions, replayed, settings, ctx.reference_time_ms, log_starts), "open_transactions"
     )
     partitions = scratch.materialise(partition_offsets(replayed, transactions, open_txns, log_starts), "partitions")
-    transaction_log = side.get("transaction_log")
-    records = (
-        None
-        if transaction_log is None
-        else scratch.materialise(audited_records(transaction_log, replayed, checkpoints), "coordinator_records")
-    )
     return AuditInputs(
         batches=replayed,
         producer_batches=producer_batches,
