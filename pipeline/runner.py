@@ -14,11 +14,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 import schemas
 from pipeline import __version__
@@ -27,8 +29,9 @@ from pipeline.audit.registry import SEVERITIES
 from pipeline.audit.scratch import Scratch
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.plan_stats import PlanStats
 from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
+from pipeline.parallel import side_by_side
+from pipeline.plan_stats import PlanStats
 from pipeline.reports.summary import build_summary, write_summary
 from pipeline.sources.dispatch import (
     classify_inputs,
@@ -160,11 +163,16 @@ def _ingest(
     counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
     side_files = read_partition_inputs(spark, inputs, settings)
     if side_files is not None:
-        # Only the topics that have batches: a partition without segments has nothing to audit.
-        for table, schema, partition_by in PARTITION_FILE_TABLES:
+
+        def write_side_table(table: str, schema: T.StructType, partition_by: list[str]) -> int:
+            # Only the topics that have batches: a partition without segments has nothing to audit.
             rows = getattr(side_files, table).where(F.col("topic").isin(topics))
             store.overwrite_partitions(rows, table, partition_by, {"topic": topics})
-            counts[table] = store.read(table, schema=schema).where(F.col("topic").isin(topics)).count()
+            return store.read(table, schema=schema).where(F.col("topic").isin(topics)).count()
+
+        counts.update(
+            side_by_side({table: partial(write_side_table, table, *spec) for table, *spec in PARTITION_FILE_TABLES})
+        )
     counts.update(_ingest_internal_topics(spark, store, settings, inputs, topics))
     return counts
 
@@ -229,16 +237,18 @@ def _audit(
     scratch = Scratch(store.spark, f"{store.warehouse}/{SCRATCH_DIR}/{run_id}", stats)
     try:
         audited = run_audit(batches, settings.audit, run_id, scratch, reference_time_ms, **side_files)
-        for table, _, partition_by in AUDIT_TABLES:
+
+        def write_output(table: str, schema: T.StructType, partition_by: list[str]) -> int:
             output = getattr(audited, table)
             stats.measure(output, table)
             store.overwrite_partitions(output, table, partition_by, {"topic": topics})
+            return store.read(table, schema=schema).where(F.col("run_id") == run_id).count()
+
+        result.counts.update(side_by_side({table: partial(write_output, table, *spec) for table, *spec in AUDIT_TABLES}))
     finally:
         scratch.remove()
     log.info("audit plans: %s", stats.describe())
     result.counts.update(stats.counts())
-    for table, schema, _ in AUDIT_TABLES:
-        result.counts[table] = store.read(table, schema=schema).where(F.col("run_id") == run_id).count()
     result.findings_by_severity = _findings_by_severity(store, run_id)
     log.info(
         "audited %d topic(s): %d finding(s) (%s)",

@@ -2,8 +2,7 @@
 
 Writing a stage out cuts its lineage: the plans that read it start from a file scan, so no plan the driver
 optimises holds another stage's windows and joins, and its size stays the same whatever the number of rules.
-Tables that do not depend on each other are written by concurrent Spark jobs (`materialise_all`), which keeps
-the cores busy while the driver plans the next one. The folder (by default `<warehouse>/_scratch/<run id>`)
+Tables that do not depend on each other are written by concurrent Spark jobs (`materialise_all`). The folder (by default `<warehouse>/_scratch/<run id>`)
 is removed when the run's tables are written.
 """
 
@@ -12,16 +11,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
 
 log = logging.getLogger(__name__)
-
-CONCURRENT_JOBS = 4
 
 
 class Scratch:
@@ -44,9 +42,7 @@ class Scratch:
             df = build()
             return None if df is None else self.materialise(df, name)
 
-        with ThreadPoolExecutor(max_workers=CONCURRENT_JOBS, thread_name_prefix="scratch") as pool:
-            futures = {name: pool.submit(build_and_write, name, build) for name, build in builders.items()}
-            return {name: future.result() for name, future in futures.items()}
+        return side_by_side({name: partial(build_and_write, name, build) for name, build in builders.items()})
 
     def read(self, name: str) -> DataFrame:
         """A scan of table `name` (of all its parts), with the columns it was written with."""

@@ -23,8 +23,6 @@ import re
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, cast
@@ -94,6 +92,9 @@ class EmbeddedBackend:
 
     def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
+        # Delta stores timestamps as INT64 microseconds; Spark still defaults to the deprecated INT96. Set for the
+        # session, not per write, because writes of different tables run concurrently (pipeline.parallel).
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
     def exists(self, location: str) -> bool:
         return DeltaTable.is_deltatable(location)
@@ -181,9 +182,7 @@ class EmbeddedBackend:
             _remove(files, [staging])
 
     def _write_parquet(self, df: DataFrame, uri: str, layout: _Layout) -> None:
-        # Delta stores timestamps as INT64 microseconds; Spark still defaults to the deprecated INT96.
-        with _session_conf(self._spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
-            df.write.mode("errorifexists").partitionBy(*layout.partition_by).parquet(uri)
+        df.write.mode("errorifexists").partitionBy(*layout.partition_by).parquet(uri)
 
 
 def _open(location: str) -> DeltaTable | None:
@@ -454,14 +453,3 @@ def _remove(files: pafs.FileSystem, paths: list[str]) -> None:
             log.warning("could not remove %s (it is not part of any snapshot): %s", info.path, exc)
 
 
-@contextmanager
-def _session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
