@@ -15,10 +15,12 @@ The file-order state the integrity rules compare neighbouring entries with (prev
 and leader epoch so far, first and last segment) is computed here too, so that every rule afterwards reads
 plain columns of one materialised table (`replay`) and no later plan holds a window over the batches.
 
-Shuffles: `prepare_batches` hash-partitions the batches by (topic, partition) once. Every window below
-partitions by (topic, partition, ...), which that partitioning already satisfies, so the whole replay costs
-that one exchange plus sorts, whatever the data size. Rows that carry no producer state (`is_producer_row`
-false) sit in window partitions of their own and get state columns nobody reads.
+Shuffles: `prepare_batches` hash-partitions the batches by (topic, partition) once (the replica is chosen by
+an aggregate joined back by broadcast). Every window below partitions by (topic, partition, ...), which that
+partitioning already satisfies, so the whole replay costs that one exchange plus three sorts, whatever the
+data size: file order, producer order (every producer window, transaction groups included, runs in it), and
+epoch-run order for the duplicate window. Rows that carry no producer state (`is_producer_row` false) sit in
+window partitions of their own and get state columns nobody reads.
 """
 
 from __future__ import annotations
@@ -41,10 +43,6 @@ REPLICA = [*TP, "broker_id"]
 ORDER = ["base_offset", "segment_base_offset", "position"]
 
 
-def _when(condition: Column, column: str) -> Column:
-    return F.when(condition, F.col(column))
-
-
 def topic_matches(patterns: list[str]) -> Column:
     """Whether the topic matches any of the glob patterns (`*`, `?`) of a config list."""
     matched = F.lit(False)
@@ -54,15 +52,16 @@ def topic_matches(patterns: list[str]) -> Column:
 
 
 def prepare_batches(batches: DataFrame, settings: AuditSettings) -> DataFrame:
-    """The one exchange: cluster by (topic, partition); flag topic kinds and the replica to audit."""
+    """The one exchange: the audited replica's batches clustered by (topic, partition), with topic kinds and
+    the replica's facts (first and last segment, newest timestamp)."""
+    batches = batches.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+    facts = F.broadcast(replica_facts(batches, settings.replica_choice))
     return (
-        batches.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
-        .repartition("topic", "partition")
+        batches.join(facts, on=REPLICA, how="inner")
+        .repartition(*TP)
         .withColumn("is_compacted", topic_matches(settings.compacted_topics))
         .withColumn("is_coordinator_topic", topic_matches(settings.coordinator_topics))
         .withColumn("is_kraft_topic", topic_matches(settings.kraft_topics))
-        .transform(lambda df: choose_replica(df, settings.replica_choice))
-        .withColumn("partition_max_timestamp", F.max("max_timestamp").over(Window.partitionBy(*TP)))
     )
 
 
@@ -71,31 +70,35 @@ def _glob_to_like(pattern: str) -> str:
     return escaped.replace("*", "%").replace("?", "_")
 
 
-def choose_replica(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
-    """Keep one replica per partition (config `audit.replica_choice`).
+def replica_facts(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
+    """One row per partition: the replica to audit (config `audit.replica_choice`) and facts about its log.
 
     `leader_epoch`: highest leader epoch, then longest log, then lowest broker id, i.e. the replica that saw
     the newest leader. `broker_id`: the lowest broker id. Replicas of one partition can differ (followers copy
     what the leader wrote, but truncation and unclean elections happen); auditing two copies at once would
-    report every batch twice.
+    report every batch twice. An aggregate, not a window over the batches, so choosing costs no sort.
     """
-    per_broker = Window.partitionBy(*TP, "broker_id")
-    per_partition = Window.partitionBy(*TP)
-    lowest_broker = (-F.col("broker_id")).alias("broker")
-    if rule == "broker_id":
-        rank = F.struct(lowest_broker)
-    else:
-        rank = F.struct(
-            F.max("partition_leader_epoch").over(per_broker).alias("epoch"),
-            F.max("last_offset").over(per_broker).alias("end"),
-            lowest_broker,
-        )
-    return (
-        df.withColumn("_replica_rank", rank)
-        .withColumn("_best_rank", F.max("_replica_rank").over(per_partition))
-        .where(F.col("_replica_rank") == F.col("_best_rank"))
-        .drop("_replica_rank", "_best_rank")
+    per_broker = df.groupBy(*REPLICA).agg(
+        F.max("partition_leader_epoch").alias("_epoch"),
+        F.max("last_offset").alias("_end"),
+        F.min("segment_base_offset").alias("first_segment_base_offset"),
+        F.max("segment_base_offset").alias("last_segment_base_offset"),
+        F.max("max_timestamp").alias("partition_max_timestamp"),
     )
+    lowest_broker = (-F.col("broker_id")).alias("broker")
+    rank = F.struct(lowest_broker) if rule == "broker_id" else F.struct("_epoch", "_end", lowest_broker)
+    return (
+        per_broker.withColumn("_rank", rank)
+        .withColumn("_best_rank", F.max("_rank").over(Window.partitionBy(*TP)))
+        .where(F.col("_rank") == F.col("_best_rank"))
+        .drop("_epoch", "_end", "_rank", "_best_rank")
+    )
+
+
+def choose_replica(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
+    """The rows of `df` that belong to the replica `replica_facts` chooses for their partition."""
+    chosen = F.broadcast(replica_facts(df, rule).select(*REPLICA))
+    return df.join(chosen, on=REPLICA, how="left_semi")
 
 
 def replay(batches: DataFrame, settings: AuditSettings) -> DataFrame:
@@ -123,19 +126,18 @@ def with_file_order_state(df: DataFrame) -> DataFrame:
     """What an entry's neighbours in the replica's files were: the state the §6.1 order checks compare."""
     in_file_order = Window.partitionBy(*REPLICA).orderBy("segment_base_offset", "position")
     before = in_file_order.rowsBetween(Window.unboundedPreceding, -1)
-    per_replica = Window.partitionBy(*REPLICA)
     readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
     v2 = (F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2)
-    in_segment = Window.partitionBy(*REPLICA, "segment_base_offset").orderBy("position")
+    previous_segment = F.lag("segment_base_offset").over(in_file_order)
     return df.withColumns(
         {
             "previous_readable_last_offset": F.lag(F.when(readable, F.col("last_offset"))).over(in_file_order),
             "max_last_offset_before": F.max(F.when(readable, F.col("last_offset"))).over(before),
             "max_leader_epoch_before": F.max(F.when(v2, F.col("partition_leader_epoch"))).over(before),
-            "is_segment_first": F.row_number().over(in_segment) == F.lit(1),
+            "is_segment_first": previous_segment.isNull() | (previous_segment != F.col("segment_base_offset")),
             "next_entry_segment_base_offset": F.lead("segment_base_offset").over(in_file_order),
-            "in_first_segment": F.col("segment_base_offset") == F.min("segment_base_offset").over(per_replica),
-            "in_last_segment": F.col("segment_base_offset") == F.max("segment_base_offset").over(per_replica),
+            "in_first_segment": F.col("segment_base_offset") == F.col("first_segment_base_offset"),
+            "in_last_segment": F.col("segment_base_offset") == F.col("last_segment_base_offset"),
         }
     )
 
@@ -170,15 +172,23 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
         }
     )
 
-    group_before = Window.partitionBy(*PRODUCER, "txn_group").orderBy(*ORDER).rowsBetween(Window.unboundedPreceding, -1)
+    # The open transaction's first batch and highest epoch: the largest (group, ...) among earlier transactional
+    # data is in the row's own group when the group has data, because the group number never decreases. A window
+    # per group would need a sort of its own; this runs in the producer order already there.
+    in_group = F.max(
+        F.when(txn_data, F.struct("txn_group", (-F.col("base_offset")).alias("first"), "max_timestamp"))
+    ).over(before)
+    epoch_in_group = F.max(F.when(txn_data, F.struct("txn_group", "producer_epoch"))).over(before)
+    same_group = in_group["txn_group"] == F.col("txn_group")
+    new_run = F.coalesce(F.lag("epoch_run").over(by_pid) != F.col("epoch_run"), F.lit(True))
     df = df.withColumns(
         {
-            "txn_first_offset": F.min(_when(txn_data, "base_offset")).over(group_before),
-            "txn_max_epoch": F.max(_when(txn_data, "producer_epoch")).over(group_before),
-            "txn_start_timestamp": F.min_by(_when(txn_data, "max_timestamp"), _when(txn_data, "base_offset")).over(
-                group_before
+            "txn_first_offset": F.when(same_group, -in_group["first"]),
+            "txn_max_epoch": F.when(
+                epoch_in_group["txn_group"] == F.col("txn_group"), epoch_in_group["producer_epoch"]
             ),
-            "run_first_pid_row": F.min("pid_row").over(Window.partitionBy(*PRODUCER, "epoch_run")),
+            "txn_start_timestamp": F.when(same_group, in_group["max_timestamp"]),
+            "run_first_pid_row": F.max(F.when(new_run, F.col("pid_row"))).over(upto),
             "seq_row": is_data & (F.col("producer_epoch") == F.col("epoch_run")) & ~F.col("is_coordinator_topic"),
         }
     )
@@ -192,7 +202,8 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
             & (silence >= F.lit(settings.producer_id_expiration_ms)),
         }
     )
-    return df.transform(_with_sequence_window).transform(lambda d: _with_transaction_version(d, settings))
+    # The version's windows share the producer order; the sequence windows need an order of their own, last.
+    return df.transform(lambda d: _with_transaction_version(d, settings)).transform(_with_sequence_window)
 
 
 def _with_sequence_window(df: DataFrame) -> DataFrame:
