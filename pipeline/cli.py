@@ -192,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="audit run to report on (default: the latest successful audit or run in WH/runs)",
     )
     fail_on(report)
+
+    from pipeline.generate.command import add_generate_command
+
+    add_generate_command(commands)
     return parser
 
 
@@ -219,6 +223,10 @@ def _check_local_paths(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def _execute(args: argparse.Namespace) -> int:
+    if args.command == "generate":  # no Spark, no warehouse
+        from pipeline.generate.command import run_command
+
+        return run_command(args)
     settings = _settings(args)
     _check_local_paths(args, settings)
 
