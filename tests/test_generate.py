@@ -31,7 +31,6 @@ from pipeline.sources.records import iter_records
 from pipeline.sources.segments import discover_segments
 from schemas.checkpoints import CHECKPOINT_KINDS
 
-SEVERITY_RANK = {"INFO": 0, "WARN": 1, "ERROR": 2, "CRITICAL": 3}
 FAMILIES = {"SEQ", "EPO", "TXN", "IDX", "LSO", "SNP", "FMT", "SEG", "LEP", "TSL", "XTX"}
 # Small segments so partitions roll; a rate high enough that every anomaly kind is injected at least once.
 ANOMALOUS = dict(batches=2000, anomaly_rate=0.05, segment_bytes=8 * 1024)
@@ -188,26 +187,6 @@ def test_generate_command(tmp_path):
 # --- the audit against the ground truth --------------------------------------------------------------------
 
 
-def _matches(finding: dict, row: dict) -> bool:
-    return (
-        finding["rule_code"] == row["rule_code"]
-        and (finding["topic"], finding["partition"]) == (row["topic"], row["partition"])
-        and (row["base_offset"] is None or finding["base_offset"] == row["base_offset"])
-    )
-
-
-def _explained(finding: dict, truth: list[dict]) -> bool:
-    """Injected, or a declared consequence of an injection on the same producer or partition."""
-    return any(_matches(finding, row) for row in truth) or any(
-        finding["rule_code"] in row["consequences"]
-        and (
-            (row["producer_id"] is not None and finding["producer_id"] == row["producer_id"])
-            or (finding["topic"], finding["partition"]) == (row["topic"], row["partition"])
-        )
-        for row in truth
-    )
-
-
 def test_the_audit_finds_every_injected_anomaly_and_nothing_else(spark, anomalous_root, truth, tmp_path):
     from deltalake import DeltaTable
 
@@ -215,27 +194,18 @@ def test_the_audit_finds_every_injected_anomaly_and_nothing_else(spark, anomalou
     from pipeline.cli import new_run_id
     from pipeline.config import AuditSettings, Settings
     from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
+    from pipeline.generate.recall import compare_with_findings
     from pipeline.tables.store import TableStore
 
     warehouse = tmp_path / "warehouse"
     settings = Settings(warehouse=str(warehouse), audit=AuditSettings(compacted_topics=[COMPACTED_TOPICS_GLOB]))
     runner.run(spark, TableStore(spark, str(warehouse)), settings, new_run_id(), [str(anomalous_root)], None)
-    findings = DeltaTable(str(warehouse / "findings")).to_pyarrow_table().to_pylist()
+    outcome = compare_with_findings(anomalous_root, warehouse)
 
-    missed = [row for row in truth if not any(_matches(finding, row) for finding in findings)]
-    assert missed == []
-    wrong_severity = [
-        row
-        for row in truth
-        if all(finding["severity"] != row["severity"] for finding in findings if _matches(finding, row))
-    ]
-    assert wrong_severity == []
-    unexplained = [
-        (f["rule_code"], f["severity"], f["topic"], f["partition"], f["base_offset"], f["message"])
-        for f in findings
-        if SEVERITY_RANK[f["severity"]] >= SEVERITY_RANK["WARN"] and not _explained(f, truth)
-    ]
-    assert unexplained == []
+    assert outcome["found"] == outcome["injected"] == len(truth)
+    assert outcome["missed"] == []
+    assert outcome["wrong_severity"] == []
+    assert outcome["unexplained"] == []
     batches = DeltaTable(str(warehouse / "batches")).to_pyarrow_table()
     assert pc.sum(pc.equal(batches["entry_status"], "ok")).as_py() > ANOMALOUS["batches"]
     assert set(batches["source_format"].to_pylist()) == {"segment"}  # _ground_truth.parquet not read as input
