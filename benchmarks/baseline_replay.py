@@ -15,7 +15,7 @@ Nothing else: no file-integrity rules (FMT/SEG/LEP), no `.txnindex`, snapshot or
 no Delta tables, no dump-text or columnar inputs. Inputs are what `produce-audit run --input` takes as log dirs:
 a `<topic>-<partition>` dir, a `log.dirs` dir of them, or a dir of broker dirs (broker id from meta.properties).
 When several brokers hold a partition, the replica with the highest leader epoch, then the longest log, then
-the lowest broker id is audited (`choose_replica`). The defaults are those of conf/local.yaml.
+the lowest broker id is audited (`replica_facts`). The defaults are those of conf/local.yaml.
 
 Prints `{"batches": N, "findings": {"SEQ-004": {"CRITICAL": 3}, ...}, "seconds": ...}` to stdout; with
 --findings-out, one JSON line per finding: rule_code, severity, topic, partition, producer_id, base_offset.

@@ -3,7 +3,7 @@
 import pytest
 from logbuilder import PartitionLog
 
-from pipeline.audit.replay import choose_replica
+from pipeline.audit.replay import replica_facts
 from schemas.batches import BATCHES
 
 
@@ -20,5 +20,5 @@ def two_replicas(spark):
 
 @pytest.mark.parametrize(("rule", "broker"), [("leader_epoch", 1), ("broker_id", 0)])
 def test_one_replica_is_kept(two_replicas, rule, broker):
-    kept = {row.broker_id for row in choose_replica(two_replicas, rule).select("broker_id").collect()}
+    kept = {row.broker_id for row in replica_facts(two_replicas, rule).select("broker_id").collect()}
     assert kept == {broker}

@@ -95,12 +95,6 @@ def replica_facts(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
     )
 
 
-def choose_replica(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
-    """The rows of `df` that belong to the replica `replica_facts` chooses for their partition."""
-    chosen = F.broadcast(replica_facts(df, rule).select(*REPLICA))
-    return df.join(chosen, on=REPLICA, how="left_semi")
-
-
 def replay(batches: DataFrame, settings: AuditSettings) -> DataFrame:
     """Every batch of the audited replicas with its file-order and producer state: the `replay` table."""
     prepared = prepare_batches(batches, settings).withColumn("is_producer_row", _carries_producer_state())
