@@ -39,9 +39,7 @@ BENCHMARKS_MD = REPO / "BENCHMARKS.md"
 REAL_BROKER_DIRS = REPO.parent / "shared" / "realdata" / "broker-segments"
 CLI = Path(sys.executable).parent / "produce-audit"
 START, END = "<!-- engine-suite:start -->", "<!-- engine-suite:end -->"
-PLANS_LINE = re.compile(
-    r"audit plans: (\d+) plans, ([\d.]+) s of planning, largest (\d+) nodes, (\d+) KiB serialized"
-)
+PLANS_LINE = re.compile(r"audit plans: (\d+) plans, ([\d.]+) s of planning, largest (\d+) nodes, (\d+) KiB serialized")
 LARGE_TASK_BINARY = "Broadcasting large task binary"
 
 
@@ -147,7 +145,11 @@ def fresh_run(inputs: Sequence[Path], warehouse: Path, conf: Path | None = None)
 
 def machine() -> str:
     cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line),
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in line
+        ),
         platform.processor(),
     )
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -217,7 +219,14 @@ def section_realdata(report: Report, work: Path) -> None:
         sample = fresh_run([root], work / "wh-real")
         rows.append([root.name, f"{sample.wall:.1f} s", sample.exit_code, f"{sample.peak_rss_mib:.0f} MiB"])
     together = fresh_run(roots, work / "wh-real")
-    rows.append([f"all {len(roots)} as `--input`s", f"{together.wall:.1f} s", together.exit_code, f"{together.peak_rss_mib:.0f} MiB"])
+    rows.append(
+        [
+            f"all {len(roots)} as `--input`s",
+            f"{together.wall:.1f} s",
+            together.exit_code,
+            f"{together.peak_rss_mib:.0f} MiB",
+        ]
+    )
     report.section("Real broker log dirs, one run each", f"load before: {load()}.")
     report.table(["log dir", "wall", "exit", "peak RSS"], rows)
 
@@ -230,7 +239,16 @@ def section_scale(report: Report, work: Path, sizes: Sequence[int]) -> None:
         sample = fresh_run(broker_dirs(root), work / "wh-scale", generated_conf(work))
         per_batch = sample.wall / size * 1e6
         generated = f"{size / seconds * 60 / 1e6:.2f} M/min" if seconds else "(reused)"
-        rows.append([f"{size:,}", generated, f"{sample.wall:.0f} s", f"{per_batch:.1f} µs", f"{sample.peak_rss_mib:.0f} MiB", load()])
+        rows.append(
+            [
+                f"{size:,}",
+                generated,
+                f"{sample.wall:.0f} s",
+                f"{per_batch:.1f} µs",
+                f"{sample.peak_rss_mib:.0f} MiB",
+                load(),
+            ]
+        )
     report.section("Scale: `generate`, then `run` end to end (one run each, 1 GiB driver, local[*])")
     report.table(["batches", "generate", "run wall", "per batch", "peak RSS", "load after"], rows)
 
@@ -320,7 +338,10 @@ def main() -> None:
         section_baseline(report, args.work, sizes[:2], args.repeats)
     if "recall" in sections:
         section_recall(report, args.work, sizes[min(1, len(sizes) - 1)])
-    report.lines += ["", f"The suite took {(time.perf_counter() - started) / 60:.0f} minutes; load at the end {load()}."]
+    report.lines += [
+        "",
+        f"The suite took {(time.perf_counter() - started) / 60:.0f} minutes; load at the end {load()}.",
+    ]
     write_report(report)
     print(json.dumps({"written": str(BENCHMARKS_MD)}))
 

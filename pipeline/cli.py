@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import secrets
 import sys
@@ -266,13 +267,16 @@ def _execute(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _log_to_stderr() -> Iterator[None]:
-    """Progress lines for the `pipeline` loggers, attached per call so that embedding programs keep control."""
+    """Progress lines for the `pipeline` loggers, attached per call so that embedding programs keep control.
+
+    PRODUCE_AUDIT_LOG_LEVEL=DEBUG adds the time of every state table and the size of every plan.
+    """
     logger = logging.getLogger("pipeline")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     previous_level = logger.level
     logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    logger.setLevel(os.environ.get("PRODUCE_AUDIT_LOG_LEVEL", "INFO").upper())
     try:
         yield
     finally:

@@ -244,7 +244,9 @@ def _audit(
             store.overwrite_partitions(output, table, partition_by, {"topic": topics})
             return store.read(table, schema=schema).where(F.col("run_id") == run_id).count()
 
-        result.counts.update(side_by_side({table: partial(write_output, table, *spec) for table, *spec in AUDIT_TABLES}))
+        result.counts.update(
+            side_by_side({table: partial(write_output, table, *spec) for table, *spec in AUDIT_TABLES})
+        )
     finally:
         scratch.remove()
     log.info("audit plans: %s", stats.describe())

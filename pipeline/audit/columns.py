@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -37,7 +39,7 @@ def as_text(column: Column) -> Column:
     return F.coalesce(column.cast("string"), F.lit("null"))
 
 
-def finding_column(rule: Rule, fires: Fires) -> Column:
+def _finding_column(rule: Rule, fires: Fires) -> Column:
     """A struct of the finding columns when the check fires, else null; rows carry their own location."""
     evidence_map = F.create_map(
         *[item for key, value in fires.evidence.items() for item in (F.lit(key), as_text(value))]
@@ -49,9 +51,7 @@ def finding_column(rule: Rule, fires: Fires) -> Column:
         F.col("topic").alias("topic"),
         F.col("partition").alias("partition"),
         F.col("producer_id").alias("producer_id"),
-        (fires.producer_epoch if fires.producer_epoch is not None else F.col("producer_epoch")).alias(
-            "producer_epoch"
-        ),
+        (fires.producer_epoch if fires.producer_epoch is not None else F.col("producer_epoch")).alias("producer_epoch"),
         F.col("base_offset").alias("base_offset"),
         F.col("last_offset").alias("last_offset"),
         F.col("source_file").alias("segment"),
@@ -63,16 +63,20 @@ def finding_column(rule: Rule, fires: Fires) -> Column:
     return F.when(fires.when, struct)
 
 
-def explode_findings(df, checks: list[Column]):
-    """One pass over `df`: evaluate every check per row and keep the findings that fired.
+def explode_findings(df, checks: list[tuple[Rule, Fires]]):
+    """One pass over `df`: keep the rows some check fires on, then build and explode their findings.
 
-    The checks are projected first and exploded after, so checks may contain window expressions.
+    The rows are filtered first on the plain conditions, which Spark compiles; the findings array is built
+    with a higher-order function, which Spark interprets, so it is only built for the few rows that fire.
     """
     if not checks:
         raise ValueError("no checks given")
-    fired = F.filter(F.array(*checks), lambda item: item.isNotNull())
+    fires_any = reduce(lambda a, b: a | b, [F.coalesce(fires.when, F.lit(False)) for _, fires in checks])
+    findings = [_finding_column(rule, fires) for rule, fires in checks]
+    fired = F.filter(F.array(*findings), lambda item: item.isNotNull())
     return (
-        df.select(fired.alias("_fired"))
+        df.where(fires_any)
+        .select(fired.alias("_fired"))
         .where(F.size("_fired") > 0)
         .select(F.explode("_fired").alias("finding"))
         .select(*[F.col(f"finding.{name}").alias(name) for name in FINDING_FIELDS])

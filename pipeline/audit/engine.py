@@ -34,7 +34,7 @@ from pipeline.audit import (  # noqa: F401
     txnindex,
     visibility,
 )
-from pipeline.audit.columns import explode_findings, finding_column
+from pipeline.audit.columns import explode_findings
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import CHECKS, FRAMES
 from pipeline.audit.scratch import Scratch
@@ -82,7 +82,7 @@ def evaluate_frames(inputs: AuditInputs, ctx: AuditContext, scratch: Scratch) ->
         rows = FRAMES[name].build(inputs, ctx)
         if rows is None:
             return None
-        return explode_findings(rows, [finding_column(c.rule, c.function(ctx)) for c in CHECKS[name]])
+        return explode_findings(rows, [(c.rule, c.function(ctx)) for c in CHECKS[name]])
 
     scratch.materialise_all(
         {f"findings/frame={name}": lambda name=name: findings_of(name) for name, checks in CHECKS.items() if checks}

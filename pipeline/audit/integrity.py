@@ -181,7 +181,9 @@ def _control_shape_broken() -> Column:
 def truncated_tail(ctx: AuditContext) -> Fires:
     return Fires(
         F.col("entry_status") == STATUS_TRUNCATED,
-        F.format_string("%d trailing bytes at position %d do not form an entry", F.col("size_bytes"), F.col("position")),
+        F.format_string(
+            "%d trailing bytes at position %d do not form an entry", F.col("size_bytes"), F.col("position")
+        ),
         _location(),
         severity=F.when(F.col("in_last_segment"), F.lit("WARN")).otherwise(F.lit("ERROR")),
     )
@@ -346,10 +348,7 @@ def leader_epoch_regression(ctx: AuditContext) -> Fires:
     before = F.col("max_leader_epoch_before")
     return Fires(
         _v2()
-        & (
-            (F.col("partition_leader_epoch") < before)
-            | (_client_topic() & (F.col("partition_leader_epoch") == -1))
-        ),
+        & ((F.col("partition_leader_epoch") < before) | (_client_topic() & (F.col("partition_leader_epoch") == -1))),
         F.format_string("partition leader epoch %d after %d", F.col("partition_leader_epoch"), before),
         {"previous_max_leader_epoch": before},
         severity=F.when(F.col("partition_leader_epoch") == -1, F.lit("WARN")).otherwise(F.lit("ERROR")),
@@ -385,8 +384,6 @@ def segment_overlap(ctx: AuditContext) -> Fires:
     following = F.col("next_entry_segment_base_offset")
     return Fires(
         _readable() & (following > F.col("segment_base_offset")) & (F.col("last_offset") >= following),
-        F.format_string(
-            "last offset %d reaches into the next segment starting at %d", F.col("last_offset"), following
-        ),
+        F.format_string("last offset %d reaches into the next segment starting at %d", F.col("last_offset"), following),
         {"next_segment_base_offset": following},
     )

@@ -2,8 +2,8 @@
 
 Writing a stage out cuts its lineage: the plans that read it start from a file scan, so no plan the driver
 optimises holds another stage's windows and joins, and its size stays the same whatever the number of rules.
-Tables that do not depend on each other are written by concurrent Spark jobs (`materialise_all`). The folder (by default `<warehouse>/_scratch/<run id>`)
-is removed when the run's tables are written.
+Tables that do not depend on each other are written by concurrent Spark jobs (`materialise_all`). The folder
+(by default `<warehouse>/_scratch/<run id>`) is removed when the run's tables are written.
 """
 
 from __future__ import annotations

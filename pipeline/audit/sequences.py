@@ -116,19 +116,13 @@ def _starts_nonzero() -> Column:
     return F.col("base_sequence") != 0
 
 
-def _previous() -> Column:
-    return F.element_at("window_ranges", 1)
-
-
 def _exact() -> Column:
     """The same (base, last) sequence range as one of the last five batches of the run."""
-    return F.exists(
-        "window_ranges", lambda r: (r["base"] == F.col("base_sequence")) & (r["last"] == F.col("last_sequence"))
-    )
+    return F.col("exact_in_window")
 
 
 def _overlaps_window() -> Column:
-    return F.exists("window_ranges", lambda r: (r["u_base"] <= F.col("u_last")) & (F.col("u_base") <= r["u_last"]))
+    return F.col("overlaps_window")
 
 
 def _behind() -> Column:
@@ -157,23 +151,26 @@ def _expected() -> Column:
 
 
 def _original_offset() -> Column:
-    return F.filter("window_ranges", lambda r: r["base"] == F.col("base_sequence"))[0]["offset"]
+    return F.col("original_offset")
 
 
 @check(OUT_OF_ORDER, on=PRODUCER_BATCHES)
 def out_of_order(ctx: AuditContext) -> Fires:
-    previous = _previous()
     return Fires(
         (_gap() | _backwards()) & ~F.col("state_expired"),
         F.format_string(
             "sequence %d follows %d (expected %d) for producer %d epoch %d",
             F.col("base_sequence"),
-            previous["last"],
+            F.col("prev_last_sequence"),
             _expected(),
             F.col("producer_id"),
             F.col("producer_epoch"),
         ),
-        _evidence(expected_sequence=_expected(), previous_offset=previous["offset"], previous_last=previous["last"]),
+        _evidence(
+            expected_sequence=_expected(),
+            previous_offset=F.col("prev_run_offset"),
+            previous_last=F.col("prev_last_sequence"),
+        ),
     )
 
 
@@ -196,11 +193,7 @@ def resume_after_expiry(ctx: AuditContext) -> Fires:
 def not_zero_after_empty_window(ctx: AuditContext) -> Fires:
     window_cleared = F.col("seq_row") & _first_of_run() & _known() & (F.col("producer_epoch") == F.col("state_epoch"))
     return Fires(
-        window_cleared
-        & _starts_nonzero()
-        & ~F.col("state_expired")
-        & (F.col("run_first_pid_row") > 1)
-        & ~_tv2_first(),
+        window_cleared & _starts_nonzero() & ~F.col("state_expired") & (F.col("run_first_pid_row") > 1) & ~_tv2_first(),
         F.format_string(
             "first batch at epoch %d after the window was cleared starts at sequence %d, not 0",
             F.col("producer_epoch"),

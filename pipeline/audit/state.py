@@ -42,9 +42,7 @@ def build_state(
     )
     transactions, replicas, records = first["transactions"], first["replicas"], first["coordinator_records"]
     log_starts = (
-        None
-        if checkpoints is None
-        else scratch.materialise(checkpoint_log_starts(checkpoints, replicas), "log_starts")
+        None if checkpoints is None else scratch.materialise(checkpoint_log_starts(checkpoints, replicas), "log_starts")
     )
     open_txns = scratch.materialise(
         open_transactions(transactions, replayed, settings, ctx.reference_time_ms, log_starts), "open_transactions"

@@ -121,7 +121,11 @@ def expected_entries(transactions: DataFrame) -> DataFrame:
         F.lit(None).cast("long").alias("start"),
         *[F.col(c).cast(t).alias(c) for c, t in _ABORT_COLUMNS],
     )
-    following = Window.partitionBy(*TP).orderBy("key", "kind").rowsBetween(1, Window.unboundedFollowing)
+    # the rows after this one in (key, kind) order, as a running frame of the reverse order: Spark evaluates a
+    # frame that ends at unboundedFollowing anew for every row, which is quadratic in a partition's size
+    following = (
+        Window.partitionBy(*TP).orderBy(F.desc("key"), F.desc("kind")).rowsBetween(Window.unboundedPreceding, -1)
+    )
     earliest_open = F.min("start").over(following)
     return (
         still_open_after.unionByName(aborts)

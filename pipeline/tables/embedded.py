@@ -451,5 +451,3 @@ def _remove(files: pafs.FileSystem, paths: list[str]) -> None:
                 files.delete_file(info.path)
         except (OSError, DeltaError) as exc:
             log.warning("could not remove %s (it is not part of any snapshot): %s", info.path, exc)
-
-

@@ -1,0 +1,173 @@
+"""Arrow side of the producer-state pass: whole producers out of a sorted stream, the kernel, the new columns.
+
+`mapInArrow` hands the executor's rows over in record batches of a fixed size, in the order Spark sorted them
+(topic, partition, producer id, producer row, offset). A producer's rows can span batches, and its transaction
+version is a conclusion over all of them, so the rows of the last producer of a batch wait for the next batch;
+memory holds one producer's rows at most, whatever the partition's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.audit import producer_kernel as K
+
+GROUP_KEY = ["topic", "partition", "producer_id", "is_producer_row"]
+
+_LONG_COLUMNS = {
+    "state_epoch": K.STATE_EPOCH,
+    "epoch_run": K.EPOCH_RUN,
+    "prev_timestamp": K.PREV_TIMESTAMP,
+    "prev_control_type": K.PREV_CONTROL_TYPE,
+    "prev_epoch": K.PREV_EPOCH,
+    "state_coordinator_epoch": K.STATE_COORDINATOR_EPOCH,
+    "txn_group": K.TXN_GROUP,
+    "txn_first_offset": K.TXN_FIRST_OFFSET,
+    "txn_max_epoch": K.TXN_MAX_EPOCH,
+    "txn_start_timestamp": K.TXN_START_TIMESTAMP,
+    "run_first_pid_row": K.RUN_FIRST_PID_ROW,
+    "run_pos": K.RUN_POS,
+    "prev_last_sequence": K.PREV_LAST_SEQUENCE,
+    "wrap_inside": K.WRAP_INSIDE,
+    "u_base": K.U_BASE,
+    "u_last": K.U_LAST,
+    "position_before": K.POSITION_BEFORE,
+    "min_base_before": K.MIN_BASE_BEFORE,
+    "prev_run_offset": K.PREV_RUN_OFFSET,
+    "original_offset": K.ORIGINAL_OFFSET,
+}
+_FLAG_COLUMNS = {
+    "prev_is_marker": K.PREV_IS_MARKER,
+    "seen_txn_data": K.SEEN_TXN_DATA,
+    "seen_plain_data": K.SEEN_PLAIN_DATA,
+    "seq_row": K.SEQ_ROW,
+    "txn_open": K.TXN_OPEN,
+    "state_expired": K.STATE_EXPIRED,
+    "is_tv2": K.IS_TV2,
+    "exact_in_window": K.EXACT_IN_WINDOW,
+    "overlaps_window": K.OVERLAPS_WINDOW,
+}
+
+
+def version_labels(version_mode: int) -> pa.Array:
+    """`transaction_version` text by kernel code."""
+    configured = f"{version_mode}/configured" if version_mode else None
+    return pa.array([None, "1/assumed", "1/inferred", "2/inferred", configured], pa.string())
+
+
+def replay_arrow_batches(
+    batches: Iterator[pa.RecordBatch], *, expiration_ms: int, version_mode: int, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The `mapInArrow` function: every input row once, with the producer-state columns of `schema` added."""
+    for rows in whole_producers(batches):
+        yield from replay_table(rows, expiration_ms, version_mode, schema).to_batches()
+
+
+def whole_producers(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """Re-cut a stream sorted by GROUP_KEY into tables that each hold only whole producers."""
+    pending: list[pa.RecordBatch] = []  # the rows of the newest producer, maybe not all of them yet
+    pending_key = None
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        tail = _trailing_group_start(batch)
+        last_key = _key_at(batch, batch.num_rows - 1)
+        if tail == 0 and last_key == pending_key:
+            pending.append(batch)
+            continue
+        done = pending if tail == 0 else [*pending, batch.slice(0, tail)]
+        pending, pending_key = [batch.slice(tail)], last_key
+        if done:
+            yield pa.Table.from_batches(done)
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def _key_at(batch: pa.RecordBatch, row: int) -> tuple:
+    return tuple(batch.column(name)[row].as_py() for name in GROUP_KEY)
+
+
+def _trailing_group_start(batch: pa.RecordBatch) -> int:
+    """Index of the first row of the batch's last group."""
+    same = np.ones(batch.num_rows, dtype=bool)
+    for name, value in zip(GROUP_KEY, _key_at(batch, batch.num_rows - 1), strict=True):
+        column = batch.column(name)
+        equal = pc.is_null(column) if value is None else pc.fill_null(pc.equal(column, value), False)
+        same &= equal.to_numpy(zero_copy_only=False)
+    differs = np.flatnonzero(~same)
+    return int(differs[-1]) + 1 if differs.size else 0
+
+
+def replay_table(rows: pa.Table, expiration_ms: int, version_mode: int, schema: pa.Schema) -> pa.Table:
+    """Run the kernel over whole producers and append its columns, typed as `schema` says."""
+    longs, flags = K.replay_producers(
+        _group_starts(rows),
+        _row_flags(rows),
+        _marker_codes(rows),
+        _int64(rows, "producer_epoch"),
+        _int64(rows, "control_type"),
+        _int64(rows, "coordinator_epoch"),
+        _int64(rows, "base_offset"),
+        _int64(rows, "max_timestamp"),
+        _int64(rows, "base_sequence"),
+        _int64(rows, "last_sequence"),
+        expiration_ms,
+        version_mode,
+    )
+    columns: dict[str, pa.Array] = {}
+    for name, index in _LONG_COLUMNS.items():
+        values = longs[index]
+        columns[name] = pa.array(values, mask=values == K.NONE).cast(schema.field(name).type)
+    for name, index in _FLAG_COLUMNS.items():
+        values = flags[index]
+        columns[name] = pa.array(values == 1, mask=values < 0)
+    codes = longs[K.VERSION]
+    columns["transaction_version"] = version_labels(version_mode).take(pa.array(codes, mask=codes == K.NONE))
+    out = rows
+    for field in schema:
+        if field.name in columns:
+            out = out.append_column(field, columns[field.name])
+    return out.select(schema.names)
+
+
+def _group_starts(rows: pa.Table) -> np.ndarray:
+    starts = np.zeros(rows.num_rows, dtype=np.bool_)
+    if rows.num_rows == 0:
+        return starts
+    starts[0] = True
+    for name in GROUP_KEY:
+        column = rows.column(name).combine_chunks()
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            values = column.dictionary_encode().indices.to_numpy(zero_copy_only=False)
+        else:
+            values = _int64(rows, name) if not pa.types.is_boolean(column.type) else _flag(rows, name)
+        starts[1:] |= values[1:] != values[:-1]
+    return starts
+
+
+def _row_flags(rows: pa.Table) -> np.ndarray:
+    return (
+        _flag(rows, "is_control") * K.IS_CONTROL
+        + _flag(rows, "is_transactional") * K.IS_TRANSACTIONAL
+        + _flag(rows, "is_coordinator_topic") * K.IS_COORDINATOR_TOPIC
+        + _flag(rows, "is_producer_row") * K.PRODUCER_ROW
+    ).astype(np.int64)
+
+
+def _marker_codes(rows: pa.Table) -> np.ndarray:
+    marker = rows.column("is_marker").combine_chunks()
+    codes = pc.if_else(pc.is_null(marker), -1, pc.if_else(marker, 1, 0))
+    return codes.to_numpy(zero_copy_only=False).astype(np.int8)
+
+
+def _flag(rows: pa.Table, name: str) -> np.ndarray:
+    return pc.fill_null(rows.column(name).combine_chunks(), False).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _int64(rows: pa.Table, name: str) -> np.ndarray:
+    column = rows.column(name).combine_chunks().cast(pa.int64())
+    return pc.fill_null(column, K.NONE).to_numpy(zero_copy_only=False)

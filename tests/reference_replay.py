@@ -1,0 +1,174 @@
+"""The producer-state replay written with Spark window functions: the reference the compiled kernel is tested
+against (tests/test_producer_kernel.py).
+
+Each piece of `ProducerAppendInfo` state is a window over the batches of one (topic, partition, producer id)
+ordered by offset. It is correct but slow (about forty window functions, evaluated row by row after three
+sorts), which is why the product runs `pipeline.audit.producer_kernel` instead; both must give the same
+columns for every producer row.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.columns import SEQ_SPAN
+from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT, DUPLICATE_WINDOW, WRAP_JUMP
+from pipeline.audit.replay import ORDER, PRODUCER
+from pipeline.config import AuditSettings
+
+
+def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
+    """Add, per batch, the state the broker held before appending it (see module docstring).
+
+    Columns are added in a few `withColumns` stages, one projection each, because every stage depends on
+    the one before and a long `withColumn` chain makes Spark re-analyse the growing plan at every step.
+    """
+    by_pid = Window.partitionBy(*PRODUCER).orderBy(*ORDER)
+    before = by_pid.rowsBetween(Window.unboundedPreceding, -1)
+    upto = by_pid.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    is_data = ~F.col("is_control")
+    is_marker = F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
+    txn_data = is_data & F.col("is_transactional")
+    df = rows.withColumns(
+        {
+            "is_data": is_data,
+            "is_marker": is_marker,
+            "pid_row": F.row_number().over(by_pid),
+            "state_epoch": F.max("producer_epoch").over(before),
+            "epoch_run": F.max("producer_epoch").over(upto),
+            "prev_timestamp": F.lag("max_timestamp").over(by_pid),
+            "prev_is_marker": F.lag(is_marker).over(by_pid),
+            "prev_control_type": F.lag("control_type").over(by_pid),
+            "prev_epoch": F.lag("producer_epoch").over(by_pid),
+            "state_coordinator_epoch": F.max(F.when(is_marker, F.col("coordinator_epoch"))).over(before),
+            "txn_group": F.coalesce(F.sum(is_marker.cast("int")).over(before), F.lit(0)),
+            "seen_txn_data": F.max(txn_data).over(before),
+            "seen_plain_data": F.max(is_data & ~F.col("is_transactional")).over(before),
+        }
+    )
+
+    # The open transaction's first batch and highest epoch: the largest (group, ...) among earlier transactional
+    # data is in the row's own group when the group has data, because the group number never decreases. A window
+    # per group would need a sort of its own; this runs in the producer order already there.
+    in_group = F.max(
+        F.when(txn_data, F.struct("txn_group", (-F.col("base_offset")).alias("first"), "max_timestamp"))
+    ).over(before)
+    epoch_in_group = F.max(F.when(txn_data, F.struct("txn_group", "producer_epoch"))).over(before)
+    same_group = in_group["txn_group"] == F.col("txn_group")
+    new_run = F.coalesce(F.lag("epoch_run").over(by_pid) != F.col("epoch_run"), F.lit(True))
+    df = df.withColumns(
+        {
+            "txn_first_offset": F.when(same_group, -in_group["first"]),
+            "txn_max_epoch": F.when(
+                epoch_in_group["txn_group"] == F.col("txn_group"), epoch_in_group["producer_epoch"]
+            ),
+            "txn_start_timestamp": F.when(same_group, in_group["max_timestamp"]),
+            "run_first_pid_row": F.max(F.when(new_run, F.col("pid_row"))).over(upto),
+            "seq_row": is_data & (F.col("producer_epoch") == F.col("epoch_run")) & ~F.col("is_coordinator_topic"),
+        }
+    )
+    txn_open = F.col("txn_first_offset").isNotNull()
+    silence = F.col("max_timestamp") - F.col("prev_timestamp")
+    df = df.withColumns(
+        {
+            "txn_open": txn_open,
+            "state_expired": F.col("prev_timestamp").isNotNull()
+            & ~txn_open
+            & (silence >= F.lit(settings.producer_id_expiration_ms)),
+        }
+    )
+    # The version's windows share the producer order; the sequence windows need an order of their own, last.
+    return df.transform(lambda d: _with_transaction_version(d, settings)).transform(_with_sequence_window)
+
+
+def _with_sequence_window(df: DataFrame) -> DataFrame:
+    """Sequence state of the epoch run: the last five ranges and the position, over data rows only.
+
+    Rows that take part (`seq_row`: client-topic data at the run's epoch) get their own window partition,
+    so markers and fenced (older-epoch) batches never occupy a slot of the duplicate window. Sequences are
+    unwrapped into int64 (a large backwards step between batches, or a batch whose last sequence is below
+    its base, is a wrap) so that "highest sequence written" is a running max.
+    """
+    run = Window.partitionBy(*PRODUCER, "epoch_run", "seq_row").orderBy(*ORDER)
+    run_before = run.rowsBetween(Window.unboundedPreceding, -1)
+    prev_last = F.lag("last_sequence").over(run)
+    df = df.withColumns(
+        {
+            "run_pos": F.row_number().over(run),
+            "prev_last_sequence": prev_last,
+            "wrap_between": (prev_last.isNotNull() & (F.col("base_sequence") < prev_last - F.lit(WRAP_JUMP))).cast(
+                "long"
+            ),
+            "wrap_inside": (F.col("last_sequence") < F.col("base_sequence")).cast("long"),
+        }
+    )
+    df = df.withColumn(
+        "wraps_before",
+        F.coalesce(F.sum("wrap_between").over(run.rowsBetween(Window.unboundedPreceding, 0)), F.lit(0))
+        + F.coalesce(F.sum("wrap_inside").over(run_before), F.lit(0)),
+    )
+    df = df.withColumns(
+        {
+            "u_base": F.col("base_sequence").cast("long") + F.col("wraps_before") * F.lit(SEQ_SPAN),
+            "u_last": F.col("last_sequence").cast("long")
+            + (F.col("wraps_before") + F.col("wrap_inside")) * F.lit(SEQ_SPAN),
+        }
+    )
+    window_ranges = [
+        F.struct(
+            F.lag("base_sequence", k).over(run).alias("base"),
+            F.lag("last_sequence", k).over(run).alias("last"),
+            F.lag("u_base", k).over(run).alias("u_base"),
+            F.lag("u_last", k).over(run).alias("u_last"),
+            F.lag("base_offset", k).over(run).alias("offset"),
+        )
+        for k in range(1, DUPLICATE_WINDOW + 1)
+    ]
+    df = df.withColumns(
+        {
+            "position_before": F.max("u_last").over(run_before),
+            "min_base_before": F.min("u_base").over(run_before),
+            "window_ranges": F.filter(F.array(*window_ranges), lambda r: r["base"].isNotNull()),
+        }
+    )
+    same_range = lambda r: (r["base"] == F.col("base_sequence")) & (r["last"] == F.col("last_sequence"))  # noqa: E731
+    overlapping = lambda r: (r["u_base"] <= F.col("u_last")) & (F.col("u_base") <= r["u_last"])  # noqa: E731
+    return df.withColumns(
+        {
+            "prev_run_offset": F.try_element_at("window_ranges", F.lit(1))["offset"],
+            "exact_in_window": F.exists("window_ranges", same_range),
+            "original_offset": F.try_element_at(
+                F.filter("window_ranges", lambda r: r["base"] == F.col("base_sequence")), F.lit(1)
+            )["offset"],
+            "overlaps_window": F.exists("window_ranges", overlapping),
+        }
+    ).drop("window_ranges")
+
+
+def _with_transaction_version(df: DataFrame, settings: AuditSettings) -> DataFrame:
+    """Resolve the transaction version per producer and per row.
+
+    The log does not store it (spec §6.9). `auto` reads it from COMMIT markers: TV2 bumps the epoch on
+    every commit (marker epoch = data epoch + 1), TV0/1 commits at the data epoch. Clients move to TV2 at
+    the start of a transaction and never back, so a row is judged as TV2 once a bumping commit of its
+    producer precedes it; `transaction_version` records the conclusion for the whole producer.
+    """
+    by_pid = Window.partitionBy(*PRODUCER).orderBy(*ORDER)
+    per_pid = Window.partitionBy(*PRODUCER)
+    closing = F.col("is_marker") & F.col("txn_open")
+    bump = F.col("producer_epoch") - F.col("txn_max_epoch")
+    tv2_commit = closing & (F.col("control_type") == CONTROL_COMMIT) & (bump == 1)
+    tv1_marker = closing & (bump == 0)
+    writes_transactions = F.max("is_transactional").over(per_pid)
+    if settings.transaction_version == "auto":
+        version = (
+            F.when(F.max(tv2_commit).over(per_pid), F.lit("2/inferred"))
+            .when(F.max(tv1_marker).over(per_pid), F.lit("1/inferred"))
+            .when(writes_transactions, F.lit("1/assumed"))
+        )
+        is_tv2 = F.coalesce(F.max(tv2_commit).over(by_pid.rowsBetween(Window.unboundedPreceding, -1)), F.lit(False))
+    else:
+        version = F.when(writes_transactions, F.lit(f"{settings.transaction_version}/configured"))
+        is_tv2 = F.lit(settings.transaction_version == "2")
+    return df.withColumns({"transaction_version": version, "is_tv2": is_tv2})
