@@ -194,12 +194,12 @@ def kept_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan) -> D
 
 
 def write_manifest(
-    spark: SparkSession, store: TableStore, plan: SegmentPlan, decoded: DataFrame, topics: list[str], run_id: str
+    spark: SparkSession, store: TableStore, plan: SegmentPlan, ingested: DataFrame, topics: list[str], run_id: str
 ) -> dict[str, int]:
     """Replace the manifest rows of `topics`: skipped segments keep theirs, decoded ones get new ones.
 
-    Call it after `batches` is written; `decoded` holds the rows this run decoded. Returns the number of
-    segments of `topics` per outcome.
+    Call it after `batches` is written; `ingested` holds the topics' `batches` rows as written, of which those
+    of the decoded segments are described. Returns the number of segments of `topics` per outcome.
     """
     counts = dict.fromkeys(OUTCOMES, 0)
     for segment in plan.segments:
@@ -209,7 +209,7 @@ def write_manifest(
     if not plan.segments and not store.exists(TABLE):
         return counts
     kept = _rows_of_skipped(spark, store.read(TABLE, schema=INGEST_MANIFEST), plan)
-    rows = kept.unionByName(_decoded_rows(spark, plan, decoded, run_id)).where(F.col("topic").isin(topics))
+    rows = kept.unionByName(_decoded_rows(spark, plan, ingested, run_id)).where(F.col("topic").isin(topics))
     store.overwrite_partitions(rows, TABLE, INGEST_MANIFEST_PARTITION_BY, {"topic": topics})
     return counts
 

@@ -143,20 +143,24 @@ def _ingest(
     spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]
 ) -> dict[str, int]:
     """Decode what changed since the last ingest (pipeline.ingest_manifest) and replace the ingested topics."""
-    segments = plan_segment_reads(spark, store, settings, classify_inputs(spark, inputs).segment_roots)
-    # Persisted on the executors because listing the topics, writing the rows and describing the decoded
-    # segments in the manifest would otherwise decode every segment several times.
-    batches = read_inputs(spark, inputs, settings, segments.to_read).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        topics = sorted(set(_distinct_topics(batches)) | segments.kept_topics)
-        if not topics:
-            raise InputError(", ".join(inputs), "no Kafka log entries found")
-        rows = kept_batches(spark, store, segments).unionByName(batches)
-        store.overwrite_partitions(rows, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
-        outcomes = write_manifest(spark, store, segments, batches, topics, run_id)
-    finally:
-        batches.unpersist()
-    written = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics)).count()
+    plan = classify_inputs(spark, inputs)
+    segments = plan_segment_reads(spark, store, settings, plan.segment_roots)
+    # Every non-empty segment file decodes to at least one row (an entry, or a row saying why there is none), so
+    # the topics of the segments are known from the listing; only dump and columnar inputs are read for theirs.
+    # The segments are then decoded once, by the write.
+    topics = {segment.topic for segment in segments.to_read if segment.size > 0} | segments.kept_topics
+    other_inputs = [*plan.dump_files, *plan.columnar_paths]
+    if other_inputs:
+        topics |= set(_distinct_topics(read_inputs(spark, other_inputs, settings)))
+    topics = sorted(topics)
+    if not topics:
+        raise InputError(", ".join(inputs), "no Kafka log entries found")
+    batches = read_inputs(spark, inputs, settings, segments.to_read)
+    rows = kept_batches(spark, store, segments).unionByName(batches)
+    store.overwrite_partitions(rows, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
+    ingested = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics))
+    outcomes = write_manifest(spark, store, segments, ingested, topics, run_id)
+    written = ingested.count()
     log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
     log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
     counts = {"batches": written, "topics": len(topics)}
