@@ -1,11 +1,24 @@
-"""`replay` (a scratch table of each run): the columns the producer-state replay adds to every batch row.
+"""`replay` (a scratch table of each run): the columns the replay adds to every batch row.
 
-Each is the state the broker held for the row's producer before appending the row (spec §6.0); rows that
-carry no producer state (`is_producer_row` false) have them null. `pipeline.audit.replay` writes them and
-the SEQ/EPO/TXN/SNP checks read them.
+FILE_ORDER_COLUMNS: what the entry's neighbours in its replica's files were (the §6.1 order checks).
+
+PRODUCER_STATE_COLUMNS: each is the state the broker held for the row's producer before appending the row
+(spec §6.0); rows that carry no producer state (`is_producer_row` false) have them null.
+
+`pipeline.audit.replay` writes them; the FMT/IDX and SEQ/EPO/TXN/SNP checks read them.
 """
 
 from pyspark.sql import types as T
+
+FILE_ORDER_COLUMNS = T.StructType(
+    [
+        T.StructField("previous_readable_last_offset", T.LongType(), True),  # of the previous entry, if readable
+        T.StructField("max_last_offset_before", T.LongType(), True),  # highest readable last offset before
+        T.StructField("max_leader_epoch_before", T.IntegerType(), True),  # highest v2 leader epoch before
+        T.StructField("is_segment_first", T.BooleanType(), True),
+        T.StructField("next_entry_segment_base_offset", T.LongType(), True),
+    ]
+)
 
 PRODUCER_STATE_COLUMNS = T.StructType(
     [

@@ -1,5 +1,5 @@
-"""The producer-state replay written with Spark window functions: the reference the compiled kernel is tested
-against (tests/test_producer_kernel.py).
+"""The replay written with Spark window functions: the reference the compiled pass is tested against
+(tests/test_producer_kernel.py), for the file-order state and for the producer state.
 
 Each piece of `ProducerAppendInfo` state is a window over the batches of one (topic, partition, producer id)
 ordered by offset. It is correct but slow (about forty window functions, evaluated row by row after three
@@ -14,8 +14,27 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.columns import SEQ_SPAN
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT, DUPLICATE_WINDOW, WRAP_JUMP
-from pipeline.audit.replay import ORDER, PRODUCER
+from pipeline.audit.replay import FILE_ORDER, ORDER, PRODUCER, REPLICA
 from pipeline.config import AuditSettings
+from schemas.batches import STATUS_LEGACY, STATUS_OK
+
+
+def with_file_order_state(df: DataFrame) -> DataFrame:
+    """What an entry's neighbours in the replica's files were: lags, leads and running maxima in file order."""
+    in_file_order = Window.partitionBy(*REPLICA).orderBy(*FILE_ORDER)
+    before = in_file_order.rowsBetween(Window.unboundedPreceding, -1)
+    readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
+    v2 = (F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2)
+    previous_segment = F.lag("segment_base_offset").over(in_file_order)
+    return df.withColumns(
+        {
+            "previous_readable_last_offset": F.lag(F.when(readable, F.col("last_offset"))).over(in_file_order),
+            "max_last_offset_before": F.max(F.when(readable, F.col("last_offset"))).over(before),
+            "max_leader_epoch_before": F.max(F.when(v2, F.col("partition_leader_epoch"))).over(before),
+            "is_segment_first": previous_segment.isNull() | (previous_segment != F.col("segment_base_offset")),
+            "next_entry_segment_base_offset": F.lead("segment_base_offset").over(in_file_order),
+        }
+    )
 
 
 def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:

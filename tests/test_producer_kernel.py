@@ -1,5 +1,6 @@
-"""The compiled producer-state pass gives, for every producer row, exactly what the window-function reference
-gives (tests/reference_replay.py), on generated logs with anomalies of every family and on real broker dirs."""
+"""The compiled replay pass gives, for every row, exactly what the window-function reference gives
+(tests/reference_replay.py): the file-order state of every entry and the producer state of every producer row,
+on generated logs with anomalies of every family and on real broker dirs."""
 
 from __future__ import annotations
 
@@ -8,21 +9,22 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.producer_arrow import GROUP_KEY, replay_table, whole_producers
-from pipeline.audit.replay import ORDER, PRODUCER, prepare_batches, with_file_order_state, with_producer_state
-from pipeline.audit.replay import _carries_producer_state as carries_producer_state
+from pipeline.audit.producer_arrow import REPLICA_KEY, replay_replicas, whole_groups
+from pipeline.audit.replay import FILE_ORDER, REPLICA, replay, replay_input
 from pipeline.config import AuditSettings, Settings
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
 from pipeline.sources.dispatch import read_inputs
-from schemas.replay import PRODUCER_STATE_COLUMNS
+from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
+from tests.reference_replay import with_file_order_state as reference_file_order_state
 from tests.reference_replay import with_producer_state as reference_producer_state
 
 STATE = [field.name for field in PRODUCER_STATE_COLUMNS.fields]
+NEIGHBOURS = [field.name for field in FILE_ORDER_COLUMNS.fields]
 LOCATION = ["topic", "partition", "broker_id", "segment_base_offset", "position"]
 
 
@@ -33,30 +35,27 @@ def generated(tmp_path_factory) -> Path:
     return root
 
 
-def _prepared(spark, inputs: list[str], settings: AuditSettings):
-    batches = read_inputs(spark, inputs, Settings())
-    prepared = prepare_batches(batches, settings).withColumn("is_producer_row", carries_producer_state())
-    return with_file_order_state(prepared).localCheckpoint()
+def _assert_same_state(spark, inputs: list[str], settings: AuditSettings) -> int:
+    batches = read_inputs(spark, inputs, Settings()).localCheckpoint()
+    compiled = replay(batches, settings).localCheckpoint()
+    reference = reference_producer_state(reference_file_order_state(replay_input(batches, settings)), settings)
+    reference = reference.localCheckpoint()
+    assertDataFrameEqual(compiled.select(*LOCATION, *NEIGHBOURS), reference.select(*LOCATION, *NEIGHBOURS))
 
-
-def _assert_same_state(prepared, settings: AuditSettings) -> int:
     def producer_rows(df):
         return df.where("is_producer_row").select(*LOCATION, *STATE)
 
-    compiled = producer_rows(with_producer_state(prepared, settings))
-    reference = producer_rows(reference_producer_state(prepared, settings))
-    assertDataFrameEqual(compiled, reference)
-    return compiled.count()
+    assertDataFrameEqual(producer_rows(compiled), producer_rows(reference))
+    return producer_rows(compiled).count()
 
 
 @pytest.mark.parametrize("version", ["auto", "2"])
 def test_same_state_as_the_window_reference_on_generated_logs(spark, generated, version):
     settings = AuditSettings(compacted_topics=["*-changelog"], transaction_version=version)
-    prepared = _prepared(spark, [str(generated)], settings)
-    # small Arrow batches, so producers span many of them
+    # small Arrow batches, so replicas span many of them
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "97")
     try:
-        assert _assert_same_state(prepared, settings) > 2000
+        assert _assert_same_state(spark, [str(generated)], settings) > 2000
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
 
@@ -69,27 +68,33 @@ def test_same_state_as_the_window_reference_on_real_broker_dirs(spark, realdata)
     )
     settings = AuditSettings()
     for log_dir in dirs:
-        _assert_same_state(_prepared(spark, [log_dir], settings), settings)
+        _assert_same_state(spark, [log_dir], settings)
 
 
-def test_a_producer_cut_across_batches_is_replayed_whole(spark, generated):
-    """Re-cutting the sorted stream anywhere changes nothing: the kernel always sees whole producers."""
+def test_a_replica_cut_across_batches_is_replayed_whole(spark, generated):
+    """Re-cutting the sorted stream anywhere changes nothing: the pass always sees whole replicas."""
     settings = AuditSettings(compacted_topics=["*-changelog"])
-    prepared = _prepared(spark, [str(generated)], settings).withColumns(
-        {"is_data": ~F.col("is_control"), "is_marker": F.col("is_control") & F.col("control_type").isin(0, 1)}
+    batches = read_inputs(spark, [str(generated)], Settings())
+    rows_df = replay_input(batches, settings)
+    rows = rows_df.toArrow().sort_by([(name, "ascending") for name in [*REPLICA, *FILE_ORDER]])
+    schema = to_arrow_schema(
+        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
     )
-    rows = prepared.toArrow().sort_by([(name, "ascending") for name in [*PRODUCER, *ORDER]])
-    schema = pa.schema([*rows.schema, *to_arrow_schema(PRODUCER_STATE_COLUMNS)])
-    whole = replay_table(rows, settings.producer_id_expiration_ms, 0, schema)
+
+    def replayed(size: int) -> pa.Table:
+        pieces = iter(rows.to_batches(max_chunksize=size))
+        out = replay_replicas(pieces, expiration_ms=86_400_000, version_mode=0, schema=schema)
+        return pa.Table.from_batches(list(out), schema=schema)
+
+    whole = replayed(rows.num_rows)
+    assert whole.num_rows == rows.num_rows
     for size in (1, 7, 500):
-        tables = list(whole_producers(iter(rows.to_batches(max_chunksize=size))))
+        tables = list(whole_groups(iter(rows.to_batches(max_chunksize=size)), REPLICA_KEY))
+        assert len(tables) == len({_key(table, 0) for table in tables})  # each replica in one piece
         for before, after in itertools.pairwise(tables):
             assert _key(before, before.num_rows - 1) != _key(after, 0)
-        recut = pa.concat_tables(
-            [replay_table(table, settings.producer_id_expiration_ms, 0, schema) for table in tables]
-        )
-        assert recut.equals(whole)
+        assert replayed(size).equals(whole)
 
 
 def _key(table: pa.Table, row: int) -> tuple:
-    return tuple(table.column(name)[row].as_py() for name in GROUP_KEY)
+    return tuple(table.column(name)[row].as_py() for name in REPLICA_KEY)

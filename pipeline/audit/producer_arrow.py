@@ -1,9 +1,12 @@
-"""Arrow side of the producer-state pass: whole producers out of a sorted stream, the kernel, the new columns.
+"""Arrow side of the replay: whole replicas out of a sorted stream, their file-order state, the producer kernel.
 
-`mapInArrow` hands the executor's rows over in record batches of a fixed size, in the order Spark sorted them
-(topic, partition, producer id, producer row, offset). A producer's rows can span batches, and its transaction
-version is a conclusion over all of them, so the rows of the last producer of a batch wait for the next batch;
-memory holds one producer's rows at most, whatever the partition's size.
+`mapInArrow` hands the executor's rows over in record batches of a fixed size, in the order Spark sorted them:
+(topic, partition, broker, segment base offset, position), i.e. each audited replica in file order. A
+replica's rows can span batches, and both its file-order state and its producers' transaction version are
+conclusions over all of them, so the rows of the last replica of a batch wait for the next batch. The file
+order state is computed as received (pipeline.audit.file_order); the rows are then put in producer order
+(producer id, producer row, offset) in memory and walked by the compiled kernel. Memory holds one piece at a
+time: the replica that spans Arrow batches, if any, and the whole replicas of one batch.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.audit import producer_kernel as K
+from pipeline.audit.file_order import file_order_columns
 
-GROUP_KEY = ["topic", "partition", "producer_id", "is_producer_row"]
+REPLICA_KEY = ["topic", "partition", "broker_id"]
+GROUP_KEY = ["topic", "partition", "producer_id", "is_producer_row"]  # one producer's rows in a replica
+OUTPUT_ROWS = 10_000  # rows per record batch handed back to Spark
 
 _LONG_COLUMNS = {
     "state_epoch": K.STATE_EPOCH,
@@ -59,23 +65,38 @@ def version_labels(version_mode: int) -> pa.Array:
     return pa.array([None, "1/assumed", "1/inferred", "2/inferred", configured], pa.string())
 
 
-def replay_arrow_batches(
+def replay_replicas(
     batches: Iterator[pa.RecordBatch], *, expiration_ms: int, version_mode: int, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """The `mapInArrow` function: every input row once, with the producer-state columns of `schema` added."""
-    for rows in whole_producers(batches):
-        yield from replay_table(rows, expiration_ms, version_mode, schema).to_batches()
+    """The `mapInArrow` function: every input row once, with the file-order and producer-state columns added."""
+    for rows in whole_groups(batches, REPLICA_KEY):
+        starts = _group_starts(rows, REPLICA_KEY)
+        for name, column in file_order_columns(rows, starts).items():
+            rows = rows.append_column(name, column)
+        in_producer_order = rows.take(producer_order(rows, np.cumsum(starts)))
+        yield from replay_table(in_producer_order, expiration_ms, version_mode, schema).to_batches(OUTPUT_ROWS)
 
 
-def whole_producers(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
-    """Re-cut a stream sorted by GROUP_KEY into tables that each hold only whole producers."""
-    pending: list[pa.RecordBatch] = []  # the rows of the newest producer, maybe not all of them yet
+def producer_order(rows: pa.Table, replica: np.ndarray) -> np.ndarray:
+    """Row indices that sort each replica's rows by (producer id, producer row, base offset, segment, position).
+
+    `replica` numbers the replicas of `rows` in their order. Nulls first, as Spark sorts, so the kernel sees the
+    order the window reference is defined on.
+    """
+    keys = [_int64(rows, name) for name in ("position", "segment_base_offset", "base_offset")]
+    keys += [_flag(rows, "is_producer_row"), _int64(rows, "producer_id"), replica]
+    return np.lexsort(keys)
+
+
+def whole_groups(batches: Iterator[pa.RecordBatch], key: list[str]) -> Iterator[pa.Table]:
+    """Re-cut a stream sorted by `key` into tables that each hold only whole groups of rows with equal `key`."""
+    pending: list[pa.RecordBatch] = []  # the rows of the newest group, maybe not all of them yet
     pending_key = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        tail = _trailing_group_start(batch)
-        last_key = _key_at(batch, batch.num_rows - 1)
+        tail = _trailing_group_start(batch, key)
+        last_key = _key_at(batch, batch.num_rows - 1, key)
         if tail == 0 and last_key == pending_key:
             pending.append(batch)
             continue
@@ -87,14 +108,14 @@ def whole_producers(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
         yield pa.Table.from_batches(pending)
 
 
-def _key_at(batch: pa.RecordBatch, row: int) -> tuple:
-    return tuple(batch.column(name)[row].as_py() for name in GROUP_KEY)
+def _key_at(batch: pa.RecordBatch, row: int, key: list[str]) -> tuple:
+    return tuple(batch.column(name)[row].as_py() for name in key)
 
 
-def _trailing_group_start(batch: pa.RecordBatch) -> int:
+def _trailing_group_start(batch: pa.RecordBatch, key: list[str]) -> int:
     """Index of the first row of the batch's last group."""
     same = np.ones(batch.num_rows, dtype=bool)
-    for name, value in zip(GROUP_KEY, _key_at(batch, batch.num_rows - 1), strict=True):
+    for name, value in zip(key, _key_at(batch, batch.num_rows - 1, key), strict=True):
         column = batch.column(name)
         equal = pc.is_null(column) if value is None else pc.fill_null(pc.equal(column, value), False)
         same &= equal.to_numpy(zero_copy_only=False)
@@ -105,7 +126,7 @@ def _trailing_group_start(batch: pa.RecordBatch) -> int:
 def replay_table(rows: pa.Table, expiration_ms: int, version_mode: int, schema: pa.Schema) -> pa.Table:
     """Run the kernel over whole producers and append its columns, typed as `schema` says."""
     longs, flags = K.replay_producers(
-        _group_starts(rows),
+        _group_starts(rows, GROUP_KEY),
         _row_flags(rows),
         _marker_codes(rows),
         _int64(rows, "producer_epoch"),
@@ -134,12 +155,13 @@ def replay_table(rows: pa.Table, expiration_ms: int, version_mode: int, schema: 
     return out.select(schema.names)
 
 
-def _group_starts(rows: pa.Table) -> np.ndarray:
+def _group_starts(rows: pa.Table, key: list[str]) -> np.ndarray:
+    """Whether each row begins a group of rows with equal `key` (rows sorted by it)."""
     starts = np.zeros(rows.num_rows, dtype=np.bool_)
     if rows.num_rows == 0:
         return starts
     starts[0] = True
-    for name in GROUP_KEY:
+    for name in key:
         column = rows.column(name).combine_chunks()
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             values = column.dictionary_encode().indices.to_numpy(zero_copy_only=False)

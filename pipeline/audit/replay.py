@@ -4,16 +4,16 @@ Two kinds of state are added, so that every rule afterwards reads plain columns 
 (`replay`) and no later plan holds a window over the batches:
 
 * file order (the §6.1 integrity checks): the previous entry, the highest offset and leader epoch so far, the
-  first and last segment of the replica. A handful of window functions over the replica's files.
+  first and last segment of the replica (pipeline.audit.file_order).
 * producer state (the SEQ/EPO/TXN checks): what the broker's `ProducerAppendInfo` held for the row's producer
   before appending it: fencing epoch, epoch run, the 5-batch duplicate window and sequence position, the open
-  transaction, the coordinator epoch, the transaction version. A compiled pass over each producer's rows in
-  offset order (`pipeline.audit.producer_kernel`), inside `mapInArrow`.
+  transaction, the coordinator epoch, the transaction version (pipeline.audit.producer_kernel).
 
 Shuffles: `prepare_batches` hash-partitions the batches by (topic, partition) once (the replica is chosen by an
-aggregate joined back by broadcast). The file-order windows partition by (topic, partition, broker) and the
-producer pass sorts by (topic, partition, producer id, ...) inside the same partitions, so the whole replay
-costs that one exchange and two sorts, whatever the data size.
+aggregate joined back by broadcast). Inside those partitions Spark sorts the rows into file order, and one
+`mapInArrow` pass (pipeline.audit.producer_arrow) computes both kinds of state a replica at a time: the file
+order state as the rows come, the producer state after ordering the replica's rows by producer in memory. So
+the whole replay costs one exchange and one sort, whatever the data size.
 """
 
 from __future__ import annotations
@@ -25,17 +25,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.producer_arrow import replay_arrow_batches
+from pipeline.audit.producer_arrow import replay_replicas
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.config import AuditSettings
-from schemas.batches import STATUS_LEGACY, STATUS_OK
-from schemas.replay import PRODUCER_STATE_COLUMNS
+from schemas.batches import STATUS_OK
+from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 
 TP = ["topic", "partition"]
 TP_PID = [*TP, "producer_id"]
-PRODUCER = [*TP_PID, "is_producer_row"]  # window key of the producer-state replay
+PRODUCER = [*TP_PID, "is_producer_row"]  # the rows of one producer's state
 REPLICA = [*TP, "broker_id"]
-ORDER = ["base_offset", "segment_base_offset", "position"]
+ORDER = ["base_offset", "segment_base_offset", "position"]  # a producer's rows in offset order
+FILE_ORDER = ["segment_base_offset", "position"]  # a replica's rows as its files hold them
 
 
 def topic_matches(patterns: list[str]) -> Column:
@@ -91,9 +92,33 @@ def replica_facts(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
 
 
 def replay(batches: DataFrame, settings: AuditSettings) -> DataFrame:
-    """Every batch of the audited replicas with its file-order and producer state: the `replay` table."""
-    prepared = prepare_batches(batches, settings).withColumn("is_producer_row", _carries_producer_state())
-    return with_producer_state(with_file_order_state(prepared), settings)
+    """Every batch of the audited replicas with its file-order and producer state: the `replay` table.
+
+    The rows are sorted into file order inside the partitions `prepare_batches` made (one sort, no shuffle) and
+    walked a replica at a time (pipeline.audit.producer_arrow), so memory holds one replica's rows at most.
+    """
+    rows = replay_input(batches, settings)
+    schema = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
+    replay_rows = partial(
+        replay_replicas,
+        expiration_ms=settings.producer_id_expiration_ms,
+        version_mode=0 if settings.transaction_version == "auto" else int(settings.transaction_version),
+        schema=to_arrow_schema(schema),
+    )
+    return rows.sortWithinPartitions(*REPLICA, *FILE_ORDER).mapInArrow(replay_rows, schema)
+
+
+def replay_input(batches: DataFrame, settings: AuditSettings) -> DataFrame:
+    """The audited replicas' rows, clustered by partition, with the per-row facts the replay pass reads."""
+    return prepare_batches(batches, settings).withColumns(
+        {
+            "is_producer_row": _carries_producer_state(),
+            "in_first_segment": F.col("segment_base_offset") == F.col("first_segment_base_offset"),
+            "in_last_segment": F.col("segment_base_offset") == F.col("last_segment_base_offset"),
+            "is_data": ~F.col("is_control"),
+            "is_marker": F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT),
+        }
+    )
 
 
 def _carries_producer_state() -> Column:
@@ -109,46 +134,3 @@ def _carries_producer_state() -> Column:
         & ~(F.col("is_control") & (F.col("record_count") == 0)),
         F.lit(False),
     )
-
-
-def with_file_order_state(df: DataFrame) -> DataFrame:
-    """What an entry's neighbours in the replica's files were: the state the §6.1 order checks compare."""
-    in_file_order = Window.partitionBy(*REPLICA).orderBy("segment_base_offset", "position")
-    before = in_file_order.rowsBetween(Window.unboundedPreceding, -1)
-    readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
-    v2 = (F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2)
-    previous_segment = F.lag("segment_base_offset").over(in_file_order)
-    return df.withColumns(
-        {
-            "previous_readable_last_offset": F.lag(F.when(readable, F.col("last_offset"))).over(in_file_order),
-            "max_last_offset_before": F.max(F.when(readable, F.col("last_offset"))).over(before),
-            "max_leader_epoch_before": F.max(F.when(v2, F.col("partition_leader_epoch"))).over(before),
-            "is_segment_first": previous_segment.isNull() | (previous_segment != F.col("segment_base_offset")),
-            "next_entry_segment_base_offset": F.lead("segment_base_offset").over(in_file_order),
-            "in_first_segment": F.col("segment_base_offset") == F.col("first_segment_base_offset"),
-            "in_last_segment": F.col("segment_base_offset") == F.col("last_segment_base_offset"),
-        }
-    )
-
-
-def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
-    """Add, per batch, the state the broker held before appending it (`schemas.replay`).
-
-    The rows are sorted by producer and offset inside the partitions `prepare_batches` made (one sort, no
-    shuffle) and walked once by the compiled state machine of `pipeline.audit.producer_kernel`, a producer at
-    a time, so memory holds one producer's rows at most.
-    """
-    df = rows.withColumns(
-        {
-            "is_data": ~F.col("is_control"),
-            "is_marker": F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT),
-        }
-    )
-    schema = T.StructType([*df.schema.fields, *PRODUCER_STATE_COLUMNS.fields])
-    replay_rows = partial(
-        replay_arrow_batches,
-        expiration_ms=settings.producer_id_expiration_ms,
-        version_mode=0 if settings.transaction_version == "auto" else int(settings.transaction_version),
-        schema=to_arrow_schema(schema),
-    )
-    return df.sortWithinPartitions(*PRODUCER, *ORDER).mapInArrow(replay_rows, schema)
