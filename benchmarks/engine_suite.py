@@ -1,7 +1,8 @@
 """Whole-command benchmarks of the audit engine, as users run it; rewrites the engine section of BENCHMARKS.md.
 
     python benchmarks/engine_suite.py [--sections fixed,realdata,scale,baseline,recall]
-                                      [--sizes 1000000,10000000,20000000] [--repeats 3] [--work DIR]
+                                      [--sizes 1000000,10000000,20000000] [--repeats 3]
+                                      [--baseline-sizes 1000000] [--work DIR]
 
 Every figure is a whole process started the way a user starts it: the installed `produce-audit` command with
 the shipped defaults (1 GiB driver, local[*]), timed from outside (wall seconds, and the peak resident memory
@@ -12,9 +13,10 @@ ratios of each pair, so a machine whose speed drifts still gives a fair ratio.
 Sections:
   fixed     `run` on the bundled sample: wall time, planning time, plan sizes, large-task-binary warnings
   realdata  `run` on each real broker log dir of ../shared/realdata/broker-segments, then on all at once
-  scale     `generate` then `run` at each --sizes
-  baseline  the product against benchmarks/baseline_replay.py on the same files, on local[1] and local[2]
-  recall    the findings of the second --sizes run against the generator's ground truth
+  scale     `generate` then `run` at each --sizes, and the baseline once on the same files
+  baseline  the product against benchmarks/baseline_replay.py on the same files, on local[1] and local[2],
+            --repeats pairs at each --baseline-sizes
+  recall    the findings of the second --sizes run (the scale section's, when it ran) against the ground truth
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ LARGE_TASK_BINARY = "Broadcasting large task binary"
 @dataclass
 class Sample:
     wall: float
-    peak_rss_mib: float
+    peak_rss_mib: float  # the largest process (for a Spark run, the driver JVM)
     exit_code: int
     stderr: str
+    peak_tree_mib: float = 0.0  # the command and every process under it (JVM and Python workers) together
 
     @property
     def plans(self) -> tuple[int, float, int, int] | None:
@@ -107,13 +110,16 @@ def timed(argv: Sequence[str], env: dict[str, str] | None = None) -> Sample:
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env)
-        peak_kib = 0
+        peak_kib = peak_tree_kib = 0
         while process.poll() is None:
-            peak_kib = max([peak_kib, *_tree_rss_kib(process.pid).values()])
+            sizes = _tree_rss_kib(process.pid).values()
+            peak_kib = max([peak_kib, *sizes])
+            peak_tree_kib = max(peak_tree_kib, sum(sizes))
             time.sleep(0.2)
         wall = time.perf_counter() - started
         err.seek(0)
-        return Sample(wall, peak_kib / 1024, process.returncode, err.read().decode(errors="replace"))
+        stderr = err.read().decode(errors="replace")
+        return Sample(wall, peak_kib / 1024, process.returncode, stderr, peak_tree_kib / 1024)
 
 
 def spread(values: Sequence[float], unit: str = "", digits: int = 1) -> str:
@@ -231,42 +237,66 @@ def section_realdata(report: Report, work: Path) -> None:
     report.table(["log dir", "wall", "exit", "peak RSS"], rows)
 
 
+def scale_warehouse(work: Path, size: int) -> Path:
+    return work / f"wh-scale-{size}"
+
+
 def section_scale(report: Report, work: Path, sizes: Sequence[int]) -> None:
     rows = []
     for size in sizes:
         root = work / f"gen-{size}"
         seconds = generate(root, size)
-        sample = fresh_run(broker_dirs(root), work / "wh-scale", generated_conf(work))
-        per_batch = sample.wall / size * 1e6
+        sample = fresh_run(broker_dirs(root), scale_warehouse(work, size), generated_conf(work))
+        baseline = timed(baseline_command(root))
         generated = f"{size / seconds * 60 / 1e6:.2f} M/min" if seconds else "(reused)"
         rows.append(
             [
                 f"{size:,}",
                 generated,
                 f"{sample.wall:.0f} s",
-                f"{per_batch:.1f} µs",
+                f"{sample.wall / size * 1e6:.1f} µs",
                 f"{sample.peak_rss_mib:.0f} MiB",
+                f"{sample.peak_tree_mib:.0f} MiB",
+                f"{baseline.wall:.0f} s",
+                f"{baseline.wall / sample.wall:.2f}x",
                 load(),
             ]
         )
-    report.section("Scale: `generate`, then `run` end to end (one run each, 1 GiB driver, local[*])")
-    report.table(["batches", "generate", "run wall", "per batch", "peak RSS", "load after"], rows)
+    report.section(
+        "Scale: `generate`, then `run` end to end (one run each, 1 GiB driver, local[*])",
+        "Peak RSS: the driver JVM; all processes: the JVM and its Python workers together. The baseline "
+        "(`benchmarks/baseline_replay.py`) ran once right after the product on the same files; the ratio is "
+        "baseline wall / product wall (above 1: the product is faster).",
+    )
+    report.table(
+        [
+            "batches",
+            "generate",
+            "run wall",
+            "per batch",
+            "peak RSS",
+            "all processes",
+            "baseline wall",
+            "baseline / product",
+            "load after",
+        ],
+        rows,
+    )
+
+
+def baseline_command(root: Path) -> list[str]:
+    from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
+
+    script = str(REPO / "benchmarks" / "baseline_replay.py")
+    return [sys.executable, script, *map(str, broker_dirs(root)), "--compacted-topics", COMPACTED_TOPICS_GLOB]
 
 
 def section_baseline(report: Report, work: Path, sizes: Sequence[int], repeats: int) -> None:
-    from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
-
     rows = []
     for size in sizes:
         root = work / f"gen-{size}"
         generate(root, size)
-        baseline = [
-            sys.executable,
-            str(REPO / "benchmarks" / "baseline_replay.py"),
-            *map(str, broker_dirs(root)),
-            "--compacted-topics",
-            COMPACTED_TOPICS_GLOB,
-        ]
+        baseline = baseline_command(root)
         for master in ("local[1]", "local[2]"):
             conf = generated_conf(work, master)
             ratios, product, plain = [], [], []
@@ -290,8 +320,9 @@ def section_recall(report: Report, work: Path, size: int) -> None:
 
     root = work / f"gen-{size}"
     generate(root, size)
-    warehouse = work / "wh-recall"
-    fresh_run(broker_dirs(root), warehouse, generated_conf(work))
+    warehouse = scale_warehouse(work, size)
+    if not (warehouse / "findings").is_dir():  # the scale section's run of this root, when it ran
+        fresh_run(broker_dirs(root), warehouse, generated_conf(work))
     outcome = compare_with_findings(root, warehouse)
     report.section(f"Recall against the generator's ground truth ({size:,} batches)")
     report.table(
@@ -315,6 +346,9 @@ def main() -> None:
     parser.add_argument("--sections", default="fixed,realdata,scale,baseline,recall")
     parser.add_argument("--sizes", default="1000000,10000000,20000000")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--baseline-sizes", default=None, help="sizes of the baseline section (default: --sizes' first two)"
+    )
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "produce-audit-bench")
     args = parser.parse_args()
     sections = args.sections.split(",")
@@ -324,8 +358,7 @@ def main() -> None:
     report.lines += [
         "",
         f"Machine: {machine()}. Measured {time.strftime('%Y-%m-%d')}; load average at the start {load()} "
-        f"(1/5/15 min). Command: `python benchmarks/engine_suite.py --sections {args.sections} --sizes {args.sizes} "
-        f"--repeats {args.repeats}`.",
+        f"(1/5/15 min). Command: `python benchmarks/engine_suite.py {' '.join(sys.argv[1:])}`.",
     ]
     started = time.perf_counter()
     if "fixed" in sections:
@@ -335,7 +368,8 @@ def main() -> None:
     if "scale" in sections:
         section_scale(report, args.work, sizes)
     if "baseline" in sections:
-        section_baseline(report, args.work, sizes[:2], args.repeats)
+        baseline_sizes = sizes[:2] if args.baseline_sizes is None else [int(n) for n in args.baseline_sizes.split(",")]
+        section_baseline(report, args.work, baseline_sizes, args.repeats)
     if "recall" in sections:
         section_recall(report, args.work, sizes[min(1, len(sizes) - 1)])
     report.lines += [

@@ -72,4 +72,3 @@ def _later(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 def _int64(table: pa.Table, name: str) -> np.ndarray:
     column = table.column(name).combine_chunks().cast(pa.int64())
     return pc.fill_null(column, NONE).to_numpy(zero_copy_only=False)
-
