@@ -12,9 +12,10 @@ import os
 import re
 import secrets
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ FAIL_ON_CHOICES = (*SEVERITIES, "never")
 TRANSACTION_VERSIONS = ("auto", "1", "2")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 log = logging.getLogger("pipeline.cli")
@@ -50,6 +52,8 @@ def parse_reference_time(text: str) -> int:
     """Epoch milliseconds from ISO-8601 (a naive value is UTC) or from an integer of epoch milliseconds."""
     text = text.strip()
     if text.isdigit():
+        if int(text) > _LATEST_MS:
+            raise ValueError(f"{text} is past year 9999 as epoch milliseconds; give ISO-8601 or epoch milliseconds")
         return int(text)
     try:
         moment = datetime.fromisoformat(text)
@@ -219,8 +223,28 @@ def _check_local_paths(args: argparse.Namespace, settings: Settings) -> None:
         if not _URI.match(root) and not Path(root).exists():
             raise InputError(root, "no such file or directory")
     warehouse = settings.warehouse
-    if args.command in ("audit", "report") and not _URI.match(warehouse) and not Path(warehouse).is_dir():
+    if _URI.match(warehouse):
+        return
+    if args.command in ("audit", "report") and not Path(warehouse).is_dir():
         raise InputError(warehouse, "warehouse not found; run `produce-audit ingest` (or `run`) first")
+    check_writable(Path(warehouse))
+
+
+def check_writable(warehouse: Path) -> None:
+    """Fail on a warehouse the run could not write, before Spark starts: try it, and leave nothing behind."""
+    if warehouse.exists() and not warehouse.is_dir():
+        raise InputError(str(warehouse), "the warehouse is not a directory")
+    created = [parent for parent in [warehouse, *warehouse.parents] if not parent.exists()]
+    try:
+        warehouse.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=warehouse, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise InputError(str(warehouse), f"the warehouse is not writable: {exc.strerror or exc}") from None
+    finally:
+        for directory in created:  # deepest first
+            with suppress(OSError):
+                directory.rmdir()
 
 
 def _execute(args: argparse.Namespace) -> int:

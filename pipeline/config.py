@@ -94,8 +94,10 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: {_yaml_problem(exc)}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
@@ -112,4 +114,21 @@ def load_settings(path: str | Path | None = None, overrides: dict[str, Any] | No
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {exc}") from exc
+        raise ConfigError(f"{source}: {_validation_problems(exc)}") from exc
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """The parser's complaint on one line, with the line and column it points at."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + " ".join(f"not YAML: {problem}".split())
+
+
+def _validation_problems(exc: ValidationError) -> str:
+    """Every invalid key on one line: `audit.transaction_version: Input should be 'auto', '1' or '2'; ...`."""
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        problems.append(f"{key}: {' '.join(error['msg'].split())}")
+    return "; ".join(problems)

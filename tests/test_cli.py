@@ -11,10 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, exit_code_for, main, new_run_id, parse_reference_time
+from pipeline.cli import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    check_writable,
+    exit_code_for,
+    main,
+    new_run_id,
+    parse_reference_time,
+)
 
 COMMANDS = ("run", "ingest", "audit", "report")
 MAY_1_2024_MS = 1_714_521_600_000
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "basic"
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -239,3 +249,60 @@ def test_ingesting_the_same_input_again_gives_identical_batches(sample_run):
     after = _load(warehouse, "batches").sort_by(order)
     assert after.equals(before)
     assert [row["command"] for row in _load(warehouse, "runs").to_pylist()].count("ingest") == 1
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fail the test if the command gets as far as starting Spark."""
+
+    def refuse(settings):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr("pipeline.session.build_session", refuse)
+
+
+@pytest.mark.parametrize("command", ["run", "ingest"])
+@pytest.mark.parametrize("place", ["a file", "under /proc"])
+def test_unwritable_warehouse_exits_2_before_spark(command, place, tmp_path, capsys, no_spark):
+    if place == "a file":
+        warehouse = tmp_path / "wh"
+        warehouse.write_text("not a directory")
+    else:
+        warehouse = Path("/proc") / f"produce-audit-{tmp_path.name}" / "wh"
+    assert main([command, "--input", str(SAMPLE), "--warehouse", str(warehouse)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert str(warehouse) in err
+    assert "warehouse" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_writability_check_leaves_nothing_behind(tmp_path):
+    warehouse = tmp_path / "new" / "wh"
+    check_writable(warehouse)
+    assert not (tmp_path / "new").exists()
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    check_writable(existing)
+    assert list(existing.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("audit:\n  transaction_versoin: 2\n", "audit.transaction_versoin: Extra inputs are not permitted"),
+        ("audit:\n  transaction_version: 7\n", "audit.transaction_version: Input should be"),
+        ("audit: [1\n", "line "),
+    ],
+)
+def test_config_errors_are_one_line_naming_the_key(text, expected, tmp_path, capsys, no_spark):
+    conf = tmp_path / "bad.yaml"
+    conf.write_text(text)
+    assert main(["audit", "--conf", str(conf), "--warehouse", str(tmp_path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"{conf}: {expected}" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_reference_time_past_year_9999_exits_2(tmp_path, capsys, no_spark):
+    assert main(["audit", "--warehouse", str(tmp_path), "--reference-time=99999999999999999999"]) == EXIT_USAGE
+    assert "past year 9999" in capsys.readouterr().err
