@@ -16,7 +16,27 @@ from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_LOG_PARTITION_B
 from schemas.transactions import TRANSACTIONS, TRANSACTIONS_PARTITION_BY
 from schemas.txn_index import TXN_INDEX, TXN_INDEX_PARTITION_BY
 
+# every table by its name under the warehouse
+SCHEMAS = {
+    "batches": BATCHES,
+    "checkpoints": CHECKPOINTS,
+    "file_problems": FILE_PROBLEMS,
+    "findings": FINDINGS,
+    "ingest_manifest": INGEST_MANIFEST,
+    "leader_epochs": LEADER_EPOCHS,
+    "offset_commits": OFFSET_COMMITS,
+    "partition_metadata": PARTITION_METADATA,
+    "partition_summary": PARTITION_SUMMARY,
+    "producer_snapshots": PRODUCER_SNAPSHOTS,
+    "producer_state": PRODUCER_STATE,
+    "runs": RUNS,
+    "transaction_log": TRANSACTION_LOG,
+    "transactions": TRANSACTIONS,
+    "txn_index": TXN_INDEX,
+}
+
 __all__ = [
+    "SCHEMAS",
     "BATCHES",
     "BATCHES_PARTITION_BY",
     "CHECKPOINTS",

@@ -1,17 +1,14 @@
-"""`file_problems`: one row per problem found in a partition's non-segment files, with the rule it breaks.
+"""`file_problems`: one row per problem the reader saw in a partition's non-segment files, by kind.
 
-Rules: SEG-001 (file naming, leftover `.cleaned`/`.swap`/`.deleted`), SEG-004 (`.index`), SEG-005
-(`.timeindex`), SEG-006 (`partition.metadata`), LEP-001 (`leader-epoch-checkpoint` format) and SNP-001
-(corrupt producer snapshot), spec §6.1 and §6.6. `position` is the byte position in a binary file, null for
-text files and file names.
+The reader says what it saw; the audit decides what it means (pipeline.audit.files maps each kind to its
+rule). `position` is the byte position in a binary file, null for text files and file names.
 """
 
 from pyspark.sql import types as T
 
 FILE_PROBLEMS = T.StructType(
     [
-        T.StructField("rule_code", T.StringType(), False),
-        T.StructField("severity", T.StringType(), False),
+        T.StructField("kind", T.StringType(), False),  # one of PROBLEM_KINDS
         T.StructField("topic", T.StringType(), False),
         T.StructField("partition", T.IntegerType(), False),
         T.StructField("source_file", T.StringType(), False),
@@ -22,3 +19,17 @@ FILE_PROBLEMS = T.StructType(
 )
 
 FILE_PROBLEMS_PARTITION_BY = ["topic"]
+
+# problem kinds
+PROBLEM_FILE_NAME = "file_name"  # not a 20-digit offset with a known suffix, or a .cleaned/.swap/.deleted leftover
+PROBLEM_OFFSET_INDEX = "offset_index"  # an `.index` entry or size that does not fit the segment
+PROBLEM_TIME_INDEX = "time_index"  # a `.timeindex` entry or size that does not fit the segment
+PROBLEM_PARTITION_METADATA = "partition_metadata"  # `partition.metadata` malformed
+PROBLEM_LEADER_EPOCH_CHECKPOINT = "leader_epoch_checkpoint"  # `leader-epoch-checkpoint` malformed
+PROBLEM_KINDS = (
+    PROBLEM_FILE_NAME,
+    PROBLEM_OFFSET_INDEX,
+    PROBLEM_TIME_INDEX,
+    PROBLEM_PARTITION_METADATA,
+    PROBLEM_LEADER_EPOCH_CHECKPOINT,
+)

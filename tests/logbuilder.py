@@ -187,10 +187,9 @@ class PartitionLog:
         self.snapshot_rows.append(row)
         return row
 
-    def file_problem(self, rule_code: str, severity: str, message: str) -> dict:
+    def file_problem(self, kind: str, message: str) -> dict:
         row = {
-            "rule_code": rule_code,
-            "severity": severity,
+            "kind": kind,
             "topic": self.topic,
             "partition": self.partition,
             "source_file": f"{self.topic}-{self.partition}/leader-epoch-checkpoint",

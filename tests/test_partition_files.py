@@ -32,7 +32,13 @@ from pipeline.sources.partition_files import (
     txn_index_from_dumplog,
 )
 from schemas.checkpoints import CHECKPOINTS, LOG_START_OFFSET, RECOVERY_POINT, REPLICATION_OFFSET
-from schemas.file_problems import FILE_PROBLEMS
+from schemas.file_problems import (
+    FILE_PROBLEMS,
+    PROBLEM_FILE_NAME,
+    PROBLEM_LEADER_EPOCH_CHECKPOINT,
+    PROBLEM_PARTITION_METADATA,
+    PROBLEM_TIME_INDEX,
+)
 from schemas.leader_epochs import LEADER_EPOCHS
 from schemas.partition_metadata import PARTITION_METADATA
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
@@ -425,7 +431,7 @@ def test_discovery_of_a_partition_dir_reaches_its_log_dir_checkpoints(sample_roo
         ("txnindex", "payments", 0),
     ]
     [problem] = discovery.naming_problems
-    assert (problem["rule_code"], problem["topic"], problem["partition"]) == ("SEG-001", "payments", 0)
+    assert (problem["kind"], problem["topic"], problem["partition"]) == (PROBLEM_FILE_NAME, "payments", 0)
 
 
 def test_read_partition_files_over_the_sample(spark, sample_root):
@@ -490,20 +496,19 @@ def test_read_partition_files_over_the_sample(spark, sample_root):
     assert sum(problem is not None for _, problem in metadata.values()) == 1
 
     problems = sorted(
-        (row.rule_code, row.severity, row.topic, row.partition, row.position, row.message)
-        for row in tables.file_problems.collect()
+        (row.kind, row.topic, row.partition, row.position, row.message) for row in tables.file_problems.collect()
     )
-    assert [problem[:5] for problem in problems] == [
-        ("LEP-001", "ERROR", "payments.audit-log", 2, None),
-        ("SEG-001", "WARN", "payments", 0, None),
-        ("SEG-005", "WARN", "orders", 0, 0),
-        ("SEG-006", "WARN", "orders", 1, None),
+    assert [problem[:4] for problem in problems] == [
+        (PROBLEM_FILE_NAME, "payments", 0, None),
+        (PROBLEM_LEADER_EPOCH_CHECKPOINT, "payments.audit-log", 2, None),
+        (PROBLEM_PARTITION_METADATA, "orders", 1, None),
+        (PROBLEM_TIME_INDEX, "orders", 0, 0),
     ]
-    messages = [problem[5] for problem in problems]
-    assert messages[1] == "00000000000000000000.log.swap: leftover .swap file: " + (
+    messages = [problem[4] for problem in problems]
+    assert messages[0] == "00000000000000000000.log.swap: leftover .swap file: " + (
         "a segment replacement (compaction or split) that did not finish; the broker completes it at startup"
     )
-    assert messages[2] == (
+    assert messages[3] == (
         f"00000000000000000000.timeindex: entry for offset 2: timestamp {TIMESTAMP + 1}, "
         f"but the batch's max timestamp is {TIMESTAMP}"
     )

@@ -13,7 +13,14 @@ from pipeline.audit.registry import RULES
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_TOO_SMALL, STATUS_TRUNCATED
 from schemas.checkpoints import CHECKPOINTS
-from schemas.file_problems import FILE_PROBLEMS
+from schemas.file_problems import (
+    FILE_PROBLEMS,
+    PROBLEM_FILE_NAME,
+    PROBLEM_LEADER_EPOCH_CHECKPOINT,
+    PROBLEM_OFFSET_INDEX,
+    PROBLEM_PARTITION_METADATA,
+    PROBLEM_TIME_INDEX,
+)
 from schemas.leader_epochs import LEADER_EPOCHS
 from schemas.offset_commits import OFFSET_COMMITS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
@@ -556,11 +563,11 @@ def xtx_011(log, miss):
     log.txn_state("b", EMPTY, pid + 1 if miss else pid, 0)
 
 
-def file_rule(code, severity):
+def file_problem(kind):
     def scenario(log, miss):
         log.data(1, 0, 0, 1)
         if not miss:
-            log.file_problem(code, severity, f"{code} as found by the partition-file reader")
+            log.file_problem(kind, f"a {kind} problem as found by the partition-file reader")
 
     return scenario
 
@@ -606,11 +613,11 @@ SCENARIOS = {
     "SNP-003": (snp_003, "ERROR"),
     "SNP-004": (snp_004, "ERROR"),
     "SNP-005": (snp_005, "INFO"),
-    "SEG-001": (file_rule("SEG-001", "WARN"), "WARN"),
-    "SEG-004": (file_rule("SEG-004", "WARN"), "WARN"),
-    "SEG-005": (file_rule("SEG-005", "WARN"), "WARN"),
-    "SEG-006": (file_rule("SEG-006", "WARN"), "WARN"),
-    "LEP-001": (file_rule("LEP-001", "ERROR"), "ERROR"),
+    "SEG-001": (file_problem(PROBLEM_FILE_NAME), "WARN"),
+    "SEG-004": (file_problem(PROBLEM_OFFSET_INDEX), "WARN"),
+    "SEG-005": (file_problem(PROBLEM_TIME_INDEX), "WARN"),
+    "SEG-006": (file_problem(PROBLEM_PARTITION_METADATA), "WARN"),
+    "LEP-001": (file_problem(PROBLEM_LEADER_EPOCH_CHECKPOINT), "ERROR"),
     "LEP-002": (lep_002, "ERROR"),
     "LEP-003": (lep_003, "WARN"),
     "FMT-001": (fmt_001, "WARN"),

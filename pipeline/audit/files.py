@@ -1,7 +1,7 @@
 """Rules about a partition's other files (spec §6.1): naming, offset and time indexes, partition.metadata
-and the leader-epoch checkpoint. The problems are found while decoding the files
-(`pipeline.sources.partition_files`, table `file_problems`); this module registers the rules, and each rule's
-check fires on the rows that carry its code.
+and the leader-epoch checkpoint. The reader of those files (`pipeline.sources.partition_files`, table
+`file_problems`) records what it saw, by kind; this module registers the rules, and each rule's check fires on
+the problems of its kind.
 """
 
 from __future__ import annotations
@@ -10,8 +10,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.registry import Fires, Rule, check, frame, rule
+from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
+from schemas.file_problems import (
+    PROBLEM_FILE_NAME,
+    PROBLEM_LEADER_EPOCH_CHECKPOINT,
+    PROBLEM_OFFSET_INDEX,
+    PROBLEM_PARTITION_METADATA,
+    PROBLEM_TIME_INDEX,
+)
 
 FILE_NAMING = rule(
     "SEG-001",
@@ -54,9 +61,9 @@ EPOCH_CHECKPOINT_FORMAT = rule(
 
 @frame("file_problems")
 def FILE_PROBLEMS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
-    """Problems the partition-file reader found in the audited replicas' files, each carrying its rule code.
+    """Problems the partition-file reader found in the audited replicas' files, by kind.
 
-    The row's `severity` and `message` are the finding's; it is located at the file and byte position.
+    The row's `message` is the finding's; it is located at the file and byte position.
     """
     if inputs.file_problems is None:
         return None
@@ -64,8 +71,7 @@ def FILE_PROBLEMS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  
         inputs.file_problems.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
         .join(inputs.replicas.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner")
         .select(
-            "rule_code",
-            "severity",
+            "kind",
             *TP,
             F.lit(None).cast("long").alias("producer_id"),
             F.lit(None).cast("int").alias("producer_epoch"),
@@ -79,31 +85,31 @@ def FILE_PROBLEMS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  
     )
 
 
-def _reported(target: Rule) -> Fires:
-    """The file problems the reader filed under `target`, as it worded and graded them."""
-    return Fires(F.col("rule_code") == F.lit(target.code), F.col("message"), {}, severity=F.col("severity"))
+def _seen(kind: str) -> Fires:
+    """The file problems of `kind`, as the reader worded them."""
+    return Fires(F.col("kind") == F.lit(kind), F.col("message"), {})
 
 
 @check(FILE_NAMING, on=FILE_PROBLEMS)
 def file_naming(ctx: AuditContext) -> Fires:
-    return _reported(FILE_NAMING)
+    return _seen(PROBLEM_FILE_NAME)
 
 
 @check(OFFSET_INDEX, on=FILE_PROBLEMS)
 def offset_index(ctx: AuditContext) -> Fires:
-    return _reported(OFFSET_INDEX)
+    return _seen(PROBLEM_OFFSET_INDEX)
 
 
 @check(TIME_INDEX, on=FILE_PROBLEMS)
 def time_index(ctx: AuditContext) -> Fires:
-    return _reported(TIME_INDEX)
+    return _seen(PROBLEM_TIME_INDEX)
 
 
 @check(PARTITION_METADATA, on=FILE_PROBLEMS)
 def partition_metadata(ctx: AuditContext) -> Fires:
-    return _reported(PARTITION_METADATA)
+    return _seen(PROBLEM_PARTITION_METADATA)
 
 
 @check(EPOCH_CHECKPOINT_FORMAT, on=FILE_PROBLEMS)
 def epoch_checkpoint_format(ctx: AuditContext) -> Fires:
-    return _reported(EPOCH_CHECKPOINT_FORMAT)
+    return _seen(PROBLEM_LEADER_EPOCH_CHECKPOINT)

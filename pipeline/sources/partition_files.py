@@ -33,8 +33,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.files import EPOCH_CHECKPOINT_FORMAT, FILE_NAMING, OFFSET_INDEX, PARTITION_METADATA, TIME_INDEX
-from pipeline.audit.registry import Rule
 from pipeline.config import IngestSettings, Settings
 from pipeline.sources.dumplog import SOURCE_FORMAT as DUMPLOG_FORMAT
 from pipeline.sources.kafka_format import (
@@ -46,9 +44,16 @@ from pipeline.sources.kafka_format import (
 from pipeline.sources.segments import META_PROPERTIES, PARTITION_DIR, RootListing, list_root, resolve
 from pipeline.sources.segments import SOURCE_FORMAT as SEGMENT_FORMAT
 from schemas.checkpoints import CHECKPOINT_KINDS, CHECKPOINTS
-from schemas.file_problems import FILE_PROBLEMS
+from schemas.file_problems import (
+    FILE_PROBLEMS,
+    PROBLEM_FILE_NAME,
+    PROBLEM_LEADER_EPOCH_CHECKPOINT,
+    PROBLEM_OFFSET_INDEX,
+    PROBLEM_PARTITION_METADATA,
+    PROBLEM_TIME_INDEX,
+)
 from schemas.leader_epochs import LEADER_EPOCHS
-from schemas.partition_metadata import PARTITION_METADATA as PARTITION_METADATA_SCHEMA
+from schemas.partition_metadata import PARTITION_METADATA
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.txn_index import TXN_INDEX
 
@@ -606,7 +611,7 @@ def _partition_dir_files(
         problem = naming_problem(name)
         if problem is not None:
             problems[location] = _problem_row(
-                FILE_NAMING, topic, partition, location, None, f"{name}: {problem}", broker_id
+                PROBLEM_FILE_NAME, topic, partition, location, None, f"{name}: {problem}", broker_id
             )
             continue
         if name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE):
@@ -651,8 +656,9 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
     """Every `.txnindex`, `.snapshot`, `.index`/`.timeindex`, leader-epoch checkpoint, `partition.metadata` and
     log-dir offset checkpoint under `roots`, decoded on the executors into their tables.
 
-    `file_problems` gathers SEG-001 (from the listing), SEG-004/SEG-005 (index checks) and the LEP-001,
-    SEG-006 and SNP-001 rows of the other tables. A missing file just contributes no rows.
+    `file_problems` gathers what the reader saw, by kind: file names (from the listing), index entries that do
+    not fit their segment, and the malformed leader-epoch checkpoints and `partition.metadata` files of the other
+    tables. A missing file just contributes no rows.
     """
     discovery = discover_partition_files(roots, settings.ingest)
     by_kind: dict[str, list[FileDescriptor]] = {}
@@ -675,7 +681,7 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
         return descriptors.mapInArrow(partial(_decode_files, decode, to_arrow_schema(schema)), schema)
 
     leader_epochs = decoded((LEADER_EPOCH_CHECKPOINT,), _leader_epoch_rows, LEADER_EPOCHS)
-    partition_metadata = decoded((PARTITION_METADATA_FILE,), _partition_metadata_rows, PARTITION_METADATA_SCHEMA)
+    partition_metadata = decoded((PARTITION_METADATA_FILE,), _partition_metadata_rows, PARTITION_METADATA)
     producer_snapshots = decoded((SNAPSHOT_SUFFIX,), _snapshot_rows, PRODUCER_SNAPSHOTS)
     naming = spark.createDataFrame(
         [tuple(row[name] for name in FILE_PROBLEMS.fieldNames()) for row in discovery.naming_problems], FILE_PROBLEMS
@@ -687,12 +693,12 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
             decoded((OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX), _index_problem_rows, FILE_PROBLEMS),
             _table_problems(
                 leader_epochs.where(F.col("problem").isNotNull()),
-                EPOCH_CHECKPOINT_FORMAT,
+                PROBLEM_LEADER_EPOCH_CHECKPOINT,
                 F.format_string(f"{LEADER_EPOCH_CHECKPOINT}: %s", "problem"),
             ),
             _table_problems(
                 partition_metadata.where(F.col("problem").isNotNull()),
-                PARTITION_METADATA,
+                PROBLEM_PARTITION_METADATA,
                 F.format_string(f"{PARTITION_METADATA_FILE}: %s", "problem"),
             ),
         ],
@@ -707,11 +713,10 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
     )
 
 
-def _table_problems(problem_rows: DataFrame, rule: Rule, message: Column) -> DataFrame:
+def _table_problems(problem_rows: DataFrame, kind: str, message: Column) -> DataFrame:
     """FILE_PROBLEMS rows for problem rows of another table (format_string types `message` non-nullable)."""
     return problem_rows.select(
-        F.lit(rule.code).alias("rule_code"),
-        F.lit(rule.severity).alias("severity"),
+        F.lit(kind).alias("kind"),
         "topic",
         "partition",
         "source_file",
@@ -834,7 +839,7 @@ def _checkpoint_rows(file: FileDescriptor) -> list[dict[str, Any]]:
 def _index_problem_rows(file: FileDescriptor) -> list[dict[str, Any]]:
     """SEG-004/SEG-005 rows of one index file; its `.log` is opened once and read at the indexed positions."""
     is_offset_index = file.kind == OFFSET_INDEX_SUFFIX
-    rule = OFFSET_INDEX if is_offset_index else TIME_INDEX
+    kind = PROBLEM_OFFSET_INDEX if is_offset_index else PROBLEM_TIME_INDEX
     try:
         with ExitStack() as stack:
             read_log: LogReader | None = None
@@ -853,13 +858,13 @@ def _index_problem_rows(file: FileDescriptor) -> list[dict[str, Any]]:
         problems = [IndexProblem(0, f"cannot read the index or its segment: {exc}")]
     name = file.location.rpartition("/")[2]
     return [
-        _problem_row(rule, file.topic, file.partition, file.location, position, f"{name}: {message}", file.broker_id)
+        _problem_row(kind, file.topic, file.partition, file.location, position, f"{name}: {message}", file.broker_id)
         for position, message in problems
     ]
 
 
 def _problem_row(
-    rule: Rule,
+    kind: str,
     topic: str,
     partition: int,
     source_file: str,
@@ -868,8 +873,7 @@ def _problem_row(
     broker_id: int | None,
 ) -> dict[str, Any]:
     return {
-        "rule_code": rule.code,
-        "severity": rule.severity,
+        "kind": kind,
         "topic": topic,
         "partition": partition,
         "source_file": source_file,
