@@ -15,16 +15,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipeline.tables import embedded
-from pipeline.tables.store import (
+from pipeline.tables.backend import (
     BackendUnavailableError,
     CommitConflictError,
     PartitionOverwriteError,
     TableNotFoundError,
     TableSchemaError,
-    TableStore,
     replace_where_predicate,
-    resolve_backend,
 )
+from pipeline.tables.store import TableStore, resolve_backend
 
 SCHEMA = T.StructType(
     [

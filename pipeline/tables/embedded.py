@@ -40,7 +40,7 @@ from deltalake.transaction import AddAction, CommitProperties, create_table_with
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from pipeline.tables.store import (
+from pipeline.tables.backend import (
     CommitConflictError,
     PartitionOverwriteError,
     TableSchemaError,

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from pipeline.tables.store import replace_where_predicate, spark_uri
+from pipeline.tables.backend import replace_where_predicate, spark_uri
 
 
 class NativeBackend:
