@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 
 import schemas
 from pipeline import __version__
-from pipeline.audit.engine import run_audit
+from pipeline.audit.engine import SIDE_TABLES, run_audit
 from pipeline.audit.registry import SEVERITIES
 from pipeline.audit.scratch import Scratch
 from pipeline.config import Settings
@@ -66,15 +66,7 @@ PARTITION_FILE_TABLES = (  # name (also the PartitionFiles attribute), schema, p
     ("partition_metadata", schemas.PARTITION_METADATA, schemas.PARTITION_METADATA_PARTITION_BY),
 )
 # the side tables run_audit checks, with their schemas
-AUDITED_FILE_TABLES = {
-    "txn_index": schemas.TXN_INDEX,
-    "producer_snapshots": schemas.PRODUCER_SNAPSHOTS,
-    "file_problems": schemas.FILE_PROBLEMS,
-    "checkpoints": schemas.CHECKPOINTS,
-    "leader_epochs": schemas.LEADER_EPOCHS,
-    "transaction_log": schemas.TRANSACTION_LOG,
-    "offset_commits": schemas.OFFSET_COMMITS,
-}
+AUDITED_FILE_TABLES = {table: schemas.SCHEMAS[table] for table in SIDE_TABLES}
 
 
 @dataclass
