@@ -127,7 +127,8 @@ def timeout_changed(inj: AnomalyInjector, kind: Kind) -> bool:
 
 @anomaly("timeout-too-large", "TSL-010", "WARN")
 def timeout_too_large(inj: AnomalyInjector, kind: Kind) -> bool:
-    idle = idle_producers(inj)
+    # TSL-010 is reported once per id and timeout value, so each id gets this timeout once
+    idle = [producer for producer in idle_producers(inj) if producer.timeout_ms != TOO_LARGE_TIMEOUT_MS]
     if not idle:
         return False
     producer = inj.rng.choice(idle)
