@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.audit.arrow_columns import NONE, int64_values
 from schemas.batches import STATUS_LEGACY, STATUS_OK
 from schemas.replay import FILE_ORDER_COLUMNS
 
-NONE = np.iinfo(np.int64).min  # "no value" while computing; becomes null
 _TYPES = {field.name: field.type for field in to_arrow_schema(FILE_ORDER_COLUMNS)}
 
 
@@ -26,9 +26,9 @@ def file_order_columns(rows: pa.Table, starts: np.ndarray) -> dict[str, pa.Array
     readable = pc.is_in(status, pa.array([STATUS_OK, STATUS_LEGACY])).to_numpy(zero_copy_only=False)
     v2 = pc.and_(pc.equal(status, STATUS_OK), pc.equal(rows.column("magic"), 2))
     v2 = pc.fill_null(v2, False).to_numpy(zero_copy_only=False)
-    readable_last = np.where(readable, _int64(rows, "last_offset"), NONE)
-    v2_epoch = np.where(v2, _int64(rows, "partition_leader_epoch"), NONE)
-    segment = _int64(rows, "segment_base_offset")
+    readable_last = np.where(readable, int64_values(rows, "last_offset"), NONE)
+    v2_epoch = np.where(v2, int64_values(rows, "partition_leader_epoch"), NONE)
+    segment = int64_values(rows, "segment_base_offset")
     bounds = [*np.flatnonzero(starts), len(segment)]
     first = starts.copy()
     first[1:] |= segment[1:] != segment[:-1]
@@ -67,8 +67,3 @@ def _later(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     out[:-1] = values[1:]
     out[:-1][starts[1:]] = NONE
     return out
-
-
-def _int64(table: pa.Table, name: str) -> np.ndarray:
-    column = table.column(name).combine_chunks().cast(pa.int64())
-    return pc.fill_null(column, NONE).to_numpy(zero_copy_only=False)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.audit import producer_kernel as K
+from pipeline.audit.arrow_columns import NONE, flag_values, int64_values
 from pipeline.audit.file_order import file_order_columns
 
 REPLICA_KEY = ["topic", "partition", "broker_id"]
@@ -83,8 +84,8 @@ def producer_order(rows: pa.Table, replica: np.ndarray) -> np.ndarray:
     `replica` numbers the replicas of `rows` in their order. Nulls first, as Spark sorts, so the kernel sees the
     order the window reference is defined on.
     """
-    keys = [_int64(rows, name) for name in ("position", "segment_base_offset", "base_offset")]
-    keys += [_flag(rows, "is_producer_row"), _int64(rows, "producer_id"), replica]
+    keys = [int64_values(rows, name) for name in ("position", "segment_base_offset", "base_offset")]
+    keys += [flag_values(rows, "is_producer_row"), int64_values(rows, "producer_id"), replica]
     return np.lexsort(keys)
 
 
@@ -129,25 +130,25 @@ def replay_table(rows: pa.Table, expiration_ms: int, version_mode: int, schema: 
         _group_starts(rows, GROUP_KEY),
         _row_flags(rows),
         _marker_codes(rows),
-        _int64(rows, "producer_epoch"),
-        _int64(rows, "control_type"),
-        _int64(rows, "coordinator_epoch"),
-        _int64(rows, "base_offset"),
-        _int64(rows, "max_timestamp"),
-        _int64(rows, "base_sequence"),
-        _int64(rows, "last_sequence"),
+        int64_values(rows, "producer_epoch"),
+        int64_values(rows, "control_type"),
+        int64_values(rows, "coordinator_epoch"),
+        int64_values(rows, "base_offset"),
+        int64_values(rows, "max_timestamp"),
+        int64_values(rows, "base_sequence"),
+        int64_values(rows, "last_sequence"),
         expiration_ms,
         version_mode,
     )
     columns: dict[str, pa.Array] = {}
     for name, index in _LONG_COLUMNS.items():
         values = longs[index]
-        columns[name] = pa.array(values, mask=values == K.NONE).cast(schema.field(name).type)
+        columns[name] = pa.array(values, mask=values == NONE).cast(schema.field(name).type)
     for name, index in _FLAG_COLUMNS.items():
         values = flags[index]
         columns[name] = pa.array(values == 1, mask=values < 0)
     codes = longs[K.VERSION]
-    columns["transaction_version"] = version_labels(version_mode).take(pa.array(codes, mask=codes == K.NONE))
+    columns["transaction_version"] = version_labels(version_mode).take(pa.array(codes, mask=codes == NONE))
     out = rows
     for field in schema:
         if field.name in columns:
@@ -166,17 +167,17 @@ def _group_starts(rows: pa.Table, key: list[str]) -> np.ndarray:
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             values = column.dictionary_encode().indices.to_numpy(zero_copy_only=False)
         else:
-            values = _int64(rows, name) if not pa.types.is_boolean(column.type) else _flag(rows, name)
+            values = int64_values(rows, name) if not pa.types.is_boolean(column.type) else flag_values(rows, name)
         starts[1:] |= values[1:] != values[:-1]
     return starts
 
 
 def _row_flags(rows: pa.Table) -> np.ndarray:
     return (
-        _flag(rows, "is_control") * K.IS_CONTROL
-        + _flag(rows, "is_transactional") * K.IS_TRANSACTIONAL
-        + _flag(rows, "is_coordinator_topic") * K.IS_COORDINATOR_TOPIC
-        + _flag(rows, "is_producer_row") * K.PRODUCER_ROW
+        flag_values(rows, "is_control") * K.IS_CONTROL
+        + flag_values(rows, "is_transactional") * K.IS_TRANSACTIONAL
+        + flag_values(rows, "is_coordinator_topic") * K.IS_COORDINATOR_TOPIC
+        + flag_values(rows, "is_producer_row") * K.PRODUCER_ROW
     ).astype(np.int64)
 
 
@@ -184,12 +185,3 @@ def _marker_codes(rows: pa.Table) -> np.ndarray:
     marker = rows.column("is_marker").combine_chunks()
     codes = pc.if_else(pc.is_null(marker), -1, pc.if_else(marker, 1, 0))
     return codes.to_numpy(zero_copy_only=False).astype(np.int8)
-
-
-def _flag(rows: pa.Table, name: str) -> np.ndarray:
-    return pc.fill_null(rows.column(name).combine_chunks(), False).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _int64(rows: pa.Table, name: str) -> np.ndarray:
-    column = rows.column(name).combine_chunks().cast(pa.int64())
-    return pc.fill_null(column, K.NONE).to_numpy(zero_copy_only=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from pipeline.audit.arrow_columns import NONE
 from pipeline.audit.columns import SEQ_SPAN
 from pipeline.sources.jit import CACHE_KERNELS
 
@@ -26,7 +27,6 @@ CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 DUPLICATE_WINDOW = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 WRAP_JUMP = 1 << 30  # a backwards step larger than this between batches is a wrap, not a retry
-NONE = np.iinfo(np.int64).min  # "no value" in int64 state and outputs; becomes null in the table
 
 # transaction_version codes (labels in pipeline.audit.replay)
 VERSION_NONE, VERSION_ASSUMED_1, VERSION_INFERRED_1, VERSION_INFERRED_2, VERSION_CONFIGURED = range(5)
