@@ -19,15 +19,17 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from pipeline.config import load_settings
+
+    # The shipped Spark settings (conf/local.yaml: the 1 GiB driver, the JVM flags), so the suite runs what
+    # users run; only the UI is off and the parallelism fixed.
+    builder = SparkSession.builder.master("local[2]").appName("produce-audit-tests")
+    for key, value in load_settings(None).spark.conf.items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[2]")
-        .appName("produce-audit-tests")
-        .config("spark.sql.shuffle.partitions", "4")
+        builder.config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        # The session lives through the whole suite, and its plans (every rule family audited at once) are large.
-        .config("spark.driver.memory", "4g")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
