@@ -3,7 +3,7 @@
 #
 #   ./spark-submit.sh [SPARK-SUBMIT OPTIONS] JOB [ARGS]
 #
-# JOB is run, ingest, audit or report (jobs/JOB.py); ARGS are those of `produce-audit JOB --help`.
+# JOB is run, ingest, audit, report or vacuum (jobs/JOB.py); ARGS are those of `produce-audit JOB --help`.
 # Environment:
 #   PRODUCE_AUDIT_VENV  an existing virtualenv with produce-audit installed; used as is, nothing is installed
 #                       (default: .venv beside this script, created and refreshed when pyproject.toml changes)
@@ -12,7 +12,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-JOBS=(run ingest audit report)
+JOBS=(run ingest audit report vacuum)
 VENV="${PRODUCE_AUDIT_VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3.11}"
 LIBS_ZIP="$ROOT/build/produce_audit_libs.zip"

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,12 @@ def exit_code_for(findings_by_severity: Mapping[str, int], fail_on: str) -> int:
         return EXIT_OK
     failing = sum(findings_by_severity.get(severity, 0) for severity in severity_at_least(fail_on))
     return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
 
 
 def _reference_time_arg(text: str) -> int:
@@ -194,9 +200,32 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--run-id",
         metavar="RUN_ID",
-        help="audit run to report on (default: the latest successful audit or run in WH/runs)",
+        help="audit run to report on (default: the latest published audit or run in WH/runs)",
     )
     fail_on(report)
+
+    vacuum = command(
+        "vacuum",
+        "Delete files no kept version of the tables reads.",
+        "Rolls back what unfinished runs left (as every writing command does first), then deletes the data "
+        "files that neither the latest version of each table nor the versions published by the last "
+        "--keep-runs runs read, once they are older than --retention-hours. Reports of runs older than that "
+        "can no longer be rebuilt.",
+    )
+    vacuum.add_argument(
+        "--retention-hours",
+        type=_non_negative_int,
+        default=168,
+        metavar="HOURS",
+        help="keep files younger than this (default: 168, Delta's default retention)",
+    )
+    vacuum.add_argument(
+        "--keep-runs",
+        type=_non_negative_int,
+        default=10,
+        metavar="N",
+        help="keep the table versions published by the last N writing runs (default: 10)",
+    )
 
     from pipeline.generate.command import add_generate_command
 
@@ -225,7 +254,7 @@ def _check_local_paths(args: argparse.Namespace, settings: Settings) -> None:
     warehouse = settings.warehouse
     if _URI.match(warehouse):
         return
-    if args.command in ("audit", "report") and not Path(warehouse).is_dir():
+    if args.command in ("audit", "report", "vacuum") and not Path(warehouse).is_dir():
         raise InputError(warehouse, "warehouse not found; run `produce-audit ingest` (or `run`) first")
     check_writable(Path(warehouse))
 
@@ -258,28 +287,25 @@ def _execute(args: argparse.Namespace) -> int:
     # Spark and the table store are imported here so that --help and argument errors answer at once.
     from pyspark.sql import SparkSession
 
-    from pipeline import runner
     from pipeline.reports.summary import render_text
     from pipeline.session import build_session
+    from pipeline.tables.lock import WarehouseLock
+    from pipeline.tables.publication import WRITER_COMMANDS
     from pipeline.tables.store import TableStore
 
-    owns_session = SparkSession.getActiveSession() is None
-    spark = build_session(settings)
-    try:
-        store = TableStore(spark, settings.warehouse, backend=settings.delta.backend)
-        run_id = new_run_id()
-        log.info("%s %s started (Delta backend: %s)", args.command, run_id, store.backend_name)
-        if args.command == "run":
-            result = runner.run(spark, store, settings, run_id, args.inputs, args.reference_time)
-        elif args.command == "ingest":
-            result = runner.ingest(spark, store, settings, run_id, args.inputs)
-        elif args.command == "audit":
-            result = runner.audit(spark, store, settings, run_id, args.reference_time)
-        else:
-            result = runner.report(spark, store, settings, run_id, args.run_id)
-    finally:
-        if owns_session:
-            spark.stop()
+    run_id = new_run_id()
+    # Writers take the warehouse lock before Spark starts, so a second run fails at once.
+    lock = WarehouseLock(settings.warehouse, run_id, args.command) if args.command in WRITER_COMMANDS else None
+    with lock if lock is not None else nullcontext():
+        owns_session = SparkSession.getActiveSession() is None
+        spark = build_session(settings)
+        try:
+            store = TableStore(spark, settings.warehouse, backend=settings.delta.backend)
+            log.info("%s %s started (Delta backend: %s)", args.command, run_id, store.backend_name)
+            result = _step(args, spark, store, settings, run_id)
+        finally:
+            if owns_session:
+                spark.stop()
 
     if result.summary is not None:
         print(render_text(result.summary))
@@ -287,6 +313,20 @@ def _execute(args: argparse.Namespace) -> int:
     if code == EXIT_FINDINGS:
         log.info("exit %d: findings at or above %s", code, settings.fail_on)
     return code
+
+
+def _step(args: argparse.Namespace, spark, store, settings: Settings, run_id: str):
+    from pipeline import runner
+
+    if args.command == "run":
+        return runner.run(spark, store, settings, run_id, args.inputs, args.reference_time)
+    if args.command == "ingest":
+        return runner.ingest(spark, store, settings, run_id, args.inputs)
+    if args.command == "audit":
+        return runner.audit(spark, store, settings, run_id, args.reference_time)
+    if args.command == "vacuum":
+        return runner.vacuum(spark, store, settings, run_id, args.retention_hours, args.keep_runs)
+    return runner.report(spark, store, settings, run_id, args.run_id)
 
 
 @contextmanager

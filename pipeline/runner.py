@@ -40,16 +40,27 @@ from pipeline.sources.dispatch import (
     read_partition_inputs,
     split_offset_commit_records,
 )
+from pipeline.tables.publication import (
+    AUDIT_COMMANDS,
+    LEFTOVER_FOLDERS,
+    PUBLISHED_TABLES,
+    RUNS_TABLE,
+    STATUS_FAILED,
+    STATUS_SUCCEEDED,
+    WRITER_COMMANDS,
+    last_published,
+    published_run,
+    recent_published,
+    roll_back_unpublished,
+    table_versions,
+)
 from pipeline.tables.store import TableStore
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
-SCRATCH_DIR = "_scratch"  # intermediate tables of running audits, under the warehouse
-STATUS_SUCCEEDED = "succeeded"
-STATUS_FAILED = "failed"
-AUDIT_COMMANDS = ("audit", "run")  # commands whose run id names rows of the audit tables
+SCRATCH_DIR = LEFTOVER_FOLDERS[0]  # intermediate tables of running audits, under the warehouse
 AUDIT_TABLES = (  # name (also the AuditResult attribute), schema, partition columns
     ("findings", schemas.FINDINGS, schemas.FINDINGS_PARTITION_BY),
     ("transactions", schemas.TRANSACTIONS, schemas.TRANSACTIONS_PARTITION_BY),
@@ -106,11 +117,34 @@ def audit(
 def report(
     spark: SparkSession, store: TableStore, settings: Settings, run_id: str, audited_run_id: str | None = None
 ) -> StepResult:
-    """Summarise an audit run (the latest successful one by default) and write its summary.json."""
+    """Summarise a published audit run (the latest by default), as it published its tables, into summary.json."""
     with _recorded(spark, store, settings, "report", run_id) as (_, result):
-        audited_run_id = audited_run_id or _latest_audit_run(store)
-        _require_audit_rows(store, audited_run_id)
-        _report(store, settings, _audited_run_section(store, audited_run_id), result)
+        audited = _audited_run(store, audited_run_id)
+        _require_audit_rows(store, audited.run_id, audited.versions)
+        _report(store, settings, _audited_run_section(store, audited.run_id), result, audited.versions)
+    return result
+
+
+def vacuum(
+    spark: SparkSession, store: TableStore, settings: Settings, run_id: str, retention_hours: int, keep_runs: int
+) -> StepResult:
+    """Delete the files that no kept table version reads (the latest, and those of the last `keep_runs` runs)."""
+    with _recorded(spark, store, settings, "vacuum", run_id) as (_, result):
+        kept = recent_published(store, keep_runs)
+        for table in (*PUBLISHED_TABLES, RUNS_TABLE):
+            if not store.exists(table):
+                continue
+            versions = sorted(
+                {store.version(table)} | {run.versions[table] for run in kept if table in (run.versions or {})}
+            )
+            removed = store.vacuum(table, retention_hours, versions)
+            if removed is not None:
+                result.counts[f"vacuum.{table}"] = removed
+        log.info(
+            "vacuum: %s",
+            ", ".join(f"{k.split('.', 1)[1]} {v}" for k, v in result.counts.items() if k.startswith("vacuum."))
+            or "done",
+        )
     return result
 
 
@@ -256,8 +290,14 @@ def _audit(
     )
 
 
-def _report(store: TableStore, settings: Settings, run_section: dict[str, Any], result: StepResult) -> None:
-    summary = build_summary(store, run_section, settings.report.top_findings)
+def _report(
+    store: TableStore,
+    settings: Settings,
+    run_section: dict[str, Any],
+    result: StepResult,
+    versions: dict[str, int] | None = None,
+) -> None:
+    summary = build_summary(store, run_section, settings.report.top_findings, versions)
     location = write_summary(summary, store.warehouse)
     log.info("summary of run %s written to %s", run_section["id"], location)
     result.summary = summary
@@ -277,27 +317,21 @@ def _findings_by_severity(store: TableStore, run_id: str) -> dict[str, int]:
     return counts
 
 
-def _latest_audit_run(store: TableStore) -> str:
-    if store.exists("runs"):
-        latest = (
-            store.read("runs", schema=schemas.RUNS)
-            .where(F.col("command").isin(*AUDIT_COMMANDS) & (F.col("status") == STATUS_SUCCEEDED))
-            .agg(F.max("run_id").alias("run_id"))
-            .first()
-        )
-        if latest is not None and latest.run_id is not None:
-            return latest.run_id
-    raise InputError(store.path("runs"), "no successful audit run recorded; run `produce-audit audit` first")
+def _audited_run(store: TableStore, audited_run_id: str | None):
+    if audited_run_id is not None:
+        return published_run(store, audited_run_id)
+    latest = last_published(store, AUDIT_COMMANDS)
+    if latest is None:
+        raise InputError(store.path("runs"), "no published audit run; run `produce-audit audit` first")
+    return latest
 
 
-def _require_audit_rows(store: TableStore, audited_run_id: str) -> None:
-    """A run's rows disappear when a later audit of the same topics replaces them; say so instead of an empty report."""
-    summaries = store.read("partition_summary", schema=schemas.PARTITION_SUMMARY)
+def _require_audit_rows(store: TableStore, audited_run_id: str, versions: dict[str, int] | None) -> None:
+    """A run's rows disappear when a vacuum removes its versions; say so instead of an empty report."""
+    version = (versions or {}).get("partition_summary")
+    summaries = store.read("partition_summary", schema=schemas.PARTITION_SUMMARY, version=version)
     if summaries.where(F.col("run_id") == audited_run_id).limit(1).count() == 0:
-        raise InputError(
-            store.path("partition_summary"),
-            f"no rows of run {audited_run_id}: not an audit run, or a later audit of the same topics replaced them",
-        )
+        raise InputError(store.path("partition_summary"), f"no rows of run {audited_run_id} in its published version")
 
 
 def _audited_run_section(store: TableStore, audited_run_id: str) -> dict[str, Any]:
@@ -345,20 +379,32 @@ def _recorded(
     inputs: list[str] | None = None,
     reference_time_ms: int | None = None,
 ) -> Iterator[tuple[_RunRecord, StepResult]]:
-    """Append the command's `runs` row when it ends, as failed if it raised (without hiding the error)."""
+    """Append the command's `runs` row when it ends, last: for a writer that row publishes the run.
+
+    A writer (which holds the warehouse lock) first rolls back what unfinished runs left, and rolls back its
+    own commits when it fails, before recording the failure (without hiding the error).
+    """
     record = _RunRecord(run_id, command, datetime.now(UTC), inputs, reference_time_ms)
     result = StepResult()
+    writes = command in WRITER_COMMANDS
+    if writes:
+        rolled_back = roll_back_unpublished(store)
+        if rolled_back:
+            result.counts["rolled_back"] = len(rolled_back)
     try:
         yield record, result
-    except Exception:
+    except BaseException:
         try:
+            if writes:
+                roll_back_unpublished(store)
             _append_run(spark, store, settings, record, STATUS_FAILED, result.counts)
         except Exception as exc:  # the step's own error is the one worth reporting
             log.warning("could not record failed run %s in %s: %s", run_id, store.path("runs"), exc)
         raise
     counts = dict(result.counts)
     counts.update({f"findings.{severity}": count for severity, count in result.findings_by_severity.items()})
-    _append_run(spark, store, settings, record, STATUS_SUCCEEDED, counts)
+    versions = table_versions(store) if writes else None
+    _append_run(spark, store, settings, record, STATUS_SUCCEEDED, counts, versions)
 
 
 def _append_run(
@@ -368,6 +414,7 @@ def _append_run(
     record: _RunRecord,
     status: str,
     counts: Mapping[str, int],
+    versions: Mapping[str, int] | None = None,
 ) -> None:
     row = (
         record.run_id,
@@ -381,6 +428,7 @@ def _append_run(
         dict(counts),
         json.dumps(settings.model_dump(mode="json"), sort_keys=True),
         __version__,
+        None if versions is None else dict(versions),
     )
     store.append(spark.createDataFrame([row], schemas.RUNS), "runs")
 

@@ -15,5 +15,7 @@ RUNS = T.StructType(
         T.StructField("counts", T.MapType(T.StringType(), T.LongType()), True),
         T.StructField("config_json", T.StringType(), True),
         T.StructField("tool_version", T.StringType(), True),
+        # a successful writer's publication: the version of every table as the run left it
+        T.StructField("table_versions", T.MapType(T.StringType(), T.LongType()), True),
     ]
 )

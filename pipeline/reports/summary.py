@@ -8,18 +8,16 @@ keys are sorted, lists have a total order, and wall-clock times appear only in t
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from pyarrow import fs as pafs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 import schemas
 from pipeline.audit.registry import RULES, SEVERITIES
+from pipeline.tables.files import filesystem
 from pipeline.tables.store import TableStore
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
 
@@ -54,16 +52,22 @@ OPEN_PARTITION_FIELDS = (
 )
 
 _MESSAGE_WIDTH = 100
-_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3"}  # Spark's Hadoop names for filesystems pyarrow knows as s3
 
 
-def build_summary(store: TableStore, run: dict[str, Any], top_n: int) -> dict[str, Any]:
-    """Summarise the rows of run `run["id"]` in findings, transactions and partition_summary."""
+def build_summary(
+    store: TableStore, run: dict[str, Any], top_n: int, versions: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """Summarise the rows of run `run["id"]` in findings, transactions and partition_summary.
+
+    `versions` are the table versions the run published (pipeline.tables.publication); without them the latest.
+    """
     run_id = run["id"]
-    findings = _rows_of_run(store, "findings", schemas.FINDINGS, run_id)
-    transactions = _rows_of_run(store, "transactions", schemas.TRANSACTIONS, run_id)
-    partitions = _rows_of_run(store, "partition_summary", schemas.PARTITION_SUMMARY, run_id)
+    versions = versions or {}
+    findings = _rows_of_run(store, "findings", schemas.FINDINGS, run_id, versions.get("findings"))
+    transactions = _rows_of_run(store, "transactions", schemas.TRANSACTIONS, run_id, versions.get("transactions"))
+    partitions = _rows_of_run(
+        store, "partition_summary", schemas.PARTITION_SUMMARY, run_id, versions.get("partition_summary")
+    )
     return {
         "format_version": FORMAT_VERSION,
         "run": run,
@@ -73,8 +77,8 @@ def build_summary(store: TableStore, run: dict[str, Any], top_n: int) -> dict[st
     }
 
 
-def _rows_of_run(store: TableStore, table: str, schema: Any, run_id: str) -> DataFrame:
-    return store.read(table, schema=schema).where(F.col("run_id") == run_id)
+def _rows_of_run(store: TableStore, table: str, schema: Any, run_id: str, version: int | None) -> DataFrame:
+    return store.read(table, schema=schema, version=version).where(F.col("run_id") == run_id)
 
 
 def _severity_rank(column: str) -> Column:
@@ -161,21 +165,12 @@ def to_json(summary: dict[str, Any]) -> str:
 def write_summary(summary: dict[str, Any], warehouse: str) -> str:
     """Write WH/reports/<run id>/summary.json on a local path or, for URIs, through pyarrow.fs; return where."""
     relative = f"reports/{summary['run']['id']}/summary.json"
-    data = to_json(summary).encode("utf-8")
-    scheme = _URI.match(warehouse)
-    if scheme is None:
-        target = Path(warehouse) / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        return str(target)
-    uri = warehouse.rstrip("/")
-    arrow_uri = _HADOOP_SCHEMES.get(scheme.group(1), scheme.group(1)) + uri[len(scheme.group(1)) :]
-    filesystem, root = pafs.FileSystem.from_uri(arrow_uri)
-    target = f"{root.rstrip('/')}/{relative}"
-    filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
-    with filesystem.open_output_stream(target) as out:
-        out.write(data)
-    return f"{uri}/{relative}"
+    files, root = filesystem(warehouse)
+    target = f"{root}/{relative}"
+    files.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    with files.open_output_stream(target) as out:
+        out.write(to_json(summary).encode("utf-8"))
+    return f"{warehouse.rstrip('/')}/{relative}"
 
 
 def render_text(summary: dict[str, Any]) -> str:

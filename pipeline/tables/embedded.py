@@ -123,7 +123,7 @@ class EmbeddedBackend:
         df = self._spark.read.schema(read_schema).option("basePath", root).parquet(*paths)
         return df.select(*[column(name) for name in read_schema.fieldNames()])
 
-    def history(self, location: str) -> list[dict[str, Any]]:
+    def history(self, location: str, limit: int | None = None) -> list[dict[str, Any]]:
         return [
             {
                 "version": commit["version"],
@@ -134,8 +134,28 @@ class EmbeddedBackend:
                     for key, value in commit.get("operationParameters", {}).items()
                 },
             }
-            for commit in DeltaTable(location).history()
+            for commit in DeltaTable(location).history(limit)
         ]
+
+    def version(self, location: str) -> int:
+        return DeltaTable(location).version()
+
+    def restore(self, location: str, version: int) -> int:
+        table = DeltaTable(location)
+        table.restore(version)
+        return table.version()
+
+    def vacuum(self, location: str, retention_hours: int, keep_versions: list[int]) -> int:
+        """Remove files no kept snapshot reads and older than the retention, uncommitted leftovers included."""
+        table = DeltaTable(location)
+        removed = table.vacuum(
+            retention_hours=retention_hours,
+            dry_run=False,
+            enforce_retention_duration=False,
+            full=True,
+            keep_versions=keep_versions or None,
+        )
+        return len(removed)
 
     def _write(
         self,
@@ -180,6 +200,7 @@ class EmbeddedBackend:
             raise
         finally:
             _remove(files, [staging])
+            _remove_if_empty(files, STAGING_DIR)
 
     def _write_parquet(self, df: DataFrame, uri: str, layout: _Layout) -> None:
         df.write.mode("errorifexists").partitionBy(*layout.partition_by).parquet(uri)
@@ -439,6 +460,15 @@ def _commit_landed(location: str, write_id: str, base_version: int) -> bool:
     except Exception:
         log.warning("could not check whether write %s committed to %s; keeping its files", write_id, location)
         return True
+
+
+def _remove_if_empty(files: pafs.FileSystem, folder: str) -> None:
+    """Drop the staging folder once no write uses it, so a table holds only Delta's own files."""
+    try:
+        if not files.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+            _remove(files, [folder])
+    except OSError as exc:
+        log.warning("could not remove %s: %s", folder, exc)
 
 
 def _remove(files: pafs.FileSystem, paths: list[str]) -> None:

@@ -43,10 +43,10 @@ class NativeBackend:
             reader = reader.option("versionAsOf", version)
         return reader.load(spark_uri(location))
 
-    def history(self, location: str) -> list[dict[str, Any]]:
+    def history(self, location: str, limit: int | None = None) -> list[dict[str, Any]]:
+        table = self._table(location)
         rows = (
-            self._table(location)
-            .history()
+            (table.history() if limit is None else table.history(limit))
             .select("version", F.unix_millis("timestamp").alias("millis"), "operation", "operationParameters")
             .collect()
         )
@@ -59,6 +59,20 @@ class NativeBackend:
             }
             for row in rows
         ]
+
+    def version(self, location: str) -> int:
+        return self._table(location).history(1).select("version").head().version
+
+    def restore(self, location: str, version: int) -> int:
+        self._table(location).restoreToVersion(version)
+        return self.version(location)
+
+    def vacuum(self, location: str, retention_hours: int, keep_versions: list[int]) -> int | None:
+        """delta-spark keeps every snapshot younger than the retention (`keep_versions` is delta-rs only) and does
+        not say how many files it removed."""
+        self._spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        self._table(location).vacuum(float(retention_hours))
+        return None
 
     def _table(self, location: str) -> DeltaTable:
         return DeltaTable.forPath(self._spark, spark_uri(location))

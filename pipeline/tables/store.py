@@ -22,6 +22,7 @@ from pipeline.tables.backend import (
     column,
     normalize_location,
 )
+from pipeline.tables.files import filesystem, remove_tree
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +78,26 @@ class TableStore:
         df = self._backend.read(location, schema, version)
         return df if schema is None else df.select(*[column(name) for name in schema.fieldNames()])
 
-    def history(self, table: str) -> list[dict[str, Any]]:
-        """Commits newest first: version, timestamp (UTC datetime), operation, parameters (str to str)."""
-        return self._backend.history(self.path(table))
+    def history(self, table: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """Commits newest first (the last `limit`): version, timestamp (UTC datetime), operation, parameters."""
+        return self._backend.history(self.path(table), limit)
+
+    def version(self, table: str) -> int:
+        """The table's latest version."""
+        return self._backend.version(self.path(table))
+
+    def restore(self, table: str, version: int) -> int:
+        """Make the table read as it did at `version` by a new commit (Delta RESTORE); returns that commit's version."""
+        return self._backend.restore(self.path(table), version)
+
+    def vacuum(self, table: str, retention_hours: int, keep_versions: list[int]) -> int | None:
+        """Delete files unread by the kept versions and older than the retention; the count when the backend says."""
+        return self._backend.vacuum(self.path(table), retention_hours, keep_versions)
+
+    def remove(self, table: str) -> bool:
+        """Delete the table's folder, history and all; False when there was none."""
+        files, path = filesystem(self.path(table))
+        return remove_tree(files, path)
 
 
 def delta_spark_available(spark: SparkSession) -> bool:

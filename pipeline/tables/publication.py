@@ -1,0 +1,145 @@
+"""Published runs: readers see the warehouse as the last successful run left it, never a run halfway.
+
+A run commits many Delta tables, each atomically but one after the other. Its `runs` row, appended last, is
+what makes the whole run visible: a successful writer records there the version of every table as it left
+them (`table_versions`). Readers (report, the notebook, time travel) read those versions. A run that dies
+after some commits is therefore invisible to them, and the next writer, holding the warehouse lock
+(pipeline.tables.lock), rolls each table back to its published version with a Delta RESTORE commit, removes
+tables no published run knows, and sweeps the staging and scratch folders the dead run left behind. A failing
+run does the same for itself before it records its failure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+
+import schemas
+from pipeline.errors import InputError
+from pipeline.tables.files import children, filesystem, remove_tree
+from pipeline.tables.store import TableStore
+
+log = logging.getLogger(__name__)
+
+RUNS_TABLE = "runs"
+PUBLISHED_TABLES = tuple(name for name in schemas.SCHEMAS if name != RUNS_TABLE)
+WRITER_COMMANDS = ("ingest", "audit", "run", "vacuum")
+AUDIT_COMMANDS = ("audit", "run")  # commands whose run id names rows of the audit tables
+STATUS_SUCCEEDED = "succeeded"
+STATUS_FAILED = "failed"
+LEFTOVER_FOLDERS = ("_scratch",)  # under the warehouse: intermediate tables of runs
+STAGING_FOLDER = "_staging"  # under a table: files of the embedded backend's unfinished writes
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    run_id: str
+    command: str
+    versions: dict[str, int] | None  # None: recorded by a release that did not publish versions
+
+
+def table_versions(store: TableStore) -> dict[str, int]:
+    """The latest version of every table of the warehouse: what a successful run publishes."""
+    return {name: store.version(name) for name in PUBLISHED_TABLES if store.exists(name)}
+
+
+def last_published(store: TableStore, commands: Iterable[str] = WRITER_COMMANDS) -> PublishedRun | None:
+    """The latest successful run among `commands`, by the time it finished."""
+    if not store.exists(RUNS_TABLE):
+        return None
+    row = (
+        store.read(RUNS_TABLE, schema=schemas.RUNS)
+        .where(F.col("command").isin(*commands) & (F.col("status") == STATUS_SUCCEEDED))
+        .orderBy(F.col("finished_at").desc(), F.col("run_id").desc())
+        .select("run_id", "command", "table_versions")
+        .first()
+    )
+    return None if row is None else _published(row)
+
+
+def recent_published(store: TableStore, count: int) -> list[PublishedRun]:
+    """The last `count` successful writers, newest first."""
+    if count == 0 or not store.exists(RUNS_TABLE):
+        return []
+    rows = (
+        store.read(RUNS_TABLE, schema=schemas.RUNS)
+        .where(F.col("command").isin(*WRITER_COMMANDS) & (F.col("status") == STATUS_SUCCEEDED))
+        .orderBy(F.col("finished_at").desc(), F.col("run_id").desc())
+        .select("run_id", "command", "table_versions")
+        .limit(count)
+        .collect()
+    )
+    return [_published(row) for row in rows]
+
+
+def published_run(store: TableStore, run_id: str, commands: Iterable[str] = AUDIT_COMMANDS) -> PublishedRun:
+    """Run `run_id` as it was published; an input error when it is not a successful run among `commands`."""
+    runs = store.read(RUNS_TABLE, schema=schemas.RUNS) if store.exists(RUNS_TABLE) else None
+    row = (
+        None
+        if runs is None
+        else runs.where(
+            (F.col("run_id") == run_id) & F.col("command").isin(*commands) & (F.col("status") == STATUS_SUCCEEDED)
+        )
+        .select("run_id", "command", "table_versions")
+        .first()
+    )
+    if row is None:
+        raise InputError(
+            store.path(RUNS_TABLE), f"run {run_id} is not a published {' or '.join(commands)} run of this warehouse"
+        )
+    return _published(row)
+
+
+def roll_back_unpublished(store: TableStore) -> list[str]:
+    """Return every table to its last published version and sweep what unfinished runs left; the actions taken.
+
+    Call it only while holding the warehouse lock: every change it undoes belongs to a run that is gone.
+    """
+    published = last_published(store)
+    if published is not None and published.versions is None:
+        log.warning("the last run was recorded without table versions; nothing to roll back to")
+        return _sweep(store)
+    versions = published.versions if published is not None else {}
+    actions = []
+    for name in PUBLISHED_TABLES:
+        if not store.exists(name):
+            continue
+        if name not in versions:
+            store.remove(name)
+            actions.append(f"removed {name} (no published run wrote it)")
+            continue
+        current = store.version(name)
+        if current != versions[name] and not _restored_to(store, name, versions[name]):
+            store.restore(name, versions[name])
+            actions.append(f"restored {name} from version {current} to {versions[name]}")
+    actions += _sweep(store)
+    for action in actions:
+        log.warning("unfinished run: %s", action)
+    return actions
+
+
+def _restored_to(store: TableStore, table: str, version: int) -> bool:
+    """Whether the table's latest commit is a restore to `version`: an earlier roll-back already put it back."""
+    (latest,) = store.history(table, limit=1)
+    return latest["operation"] == "RESTORE" and latest["parameters"].get("version") == str(version)
+
+
+def _sweep(store: TableStore) -> list[str]:
+    files, root = filesystem(store.warehouse)
+    swept = [f"{root}/{folder}" for folder in LEFTOVER_FOLDERS]
+    swept += [f"{root}/{name}/{STAGING_FOLDER}" for name in PUBLISHED_TABLES + (RUNS_TABLE,)]
+    actions = []
+    for folder in swept:
+        leftovers = children(files, folder)
+        if remove_tree(files, folder) and leftovers:
+            actions.append(f"swept {len(leftovers)} leftover(s) from {folder}")
+    return actions
+
+
+def _published(row) -> PublishedRun:
+    versions = None if row.table_versions is None else {name: int(v) for name, v in row.table_versions.items()}
+    return PublishedRun(row.run_id, row.command, versions)

@@ -1,0 +1,102 @@
+"""All or nothing, through the installed command: two runs at once on one warehouse, and a run killed after
+its findings commit. Readers must stay on the last complete run and never see a false all-clear."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from pipeline.samples import generate
+from pipeline.tables.lock import LOCK_FILE
+from tests.test_end_to_end import CLI, cli
+
+AUDIT_TABLES = ("findings", "transactions", "producer_state", "partition_summary")
+
+
+def _start_run(root: Path, warehouse: Path, *extra: str) -> subprocess.Popen:
+    args = [str(CLI), "run", "--input", str(root), "--warehouse", str(warehouse), *extra]
+    return subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _published(warehouse: Path) -> dict:
+    runs = [r for r in DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist() if r["table_versions"]]
+    return max(runs, key=lambda run: run["finished_at"])
+
+
+def _published_rows(warehouse: Path) -> dict[str, list[str]]:
+    """The audit tables at the versions the last published run recorded, without run ids, in a stable order."""
+    versions = dict(_published(warehouse)["table_versions"])
+    rows = {}
+    for table in AUDIT_TABLES:
+        data = DeltaTable(str(warehouse / table), version=versions[table]).to_pyarrow_table().drop(["run_id"])
+        rows[table] = sorted(json.dumps(row, sort_keys=True, default=str) for row in data.to_pylist())
+    return rows
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """Two runs of the sample started together on one warehouse: (root, warehouse, both processes' results)."""
+    root = generate(tmp_path_factory.mktemp("sample"))
+    warehouse = tmp_path_factory.mktemp("wh")
+    runs = [_start_run(root, warehouse) for _ in range(2)]
+    results = [(run.wait(timeout=900), *run.communicate()) for run in runs]
+    return root, warehouse, results
+
+
+def test_of_two_runs_at_once_one_is_refused_and_names_the_holder(first_run):
+    _, warehouse, results = first_run
+    assert sorted(code for code, _, _ in results) == [1, 2], [err[-2000:] for _, _, err in results]
+    (_, _, refused_err), (_, winner_out, _) = sorted(results, key=lambda result: -result[0])
+    winner = _published(warehouse)
+    assert refused_err.strip().splitlines()[-1].startswith("produce-audit run: error: ")
+    assert f"locked by run {winner['run_id']}" in refused_err
+    assert "Findings by severity" in winner_out
+    runs = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()
+    assert [(run["run_id"], run["status"]) for run in runs] == [(winner["run_id"], "succeeded")]
+    assert not (warehouse / LOCK_FILE).exists()
+
+
+def test_a_run_killed_after_its_findings_commit_leaves_readers_on_the_previous_run(first_run):
+    root, warehouse, _ = first_run
+    published = _published(warehouse)
+    before = _published_rows(warehouse)
+    summary_path = warehouse / "reports" / published["run_id"] / "summary.json"
+    summary = json.loads(summary_path.read_text())
+
+    findings_log = warehouse / "findings" / "_delta_log"
+    committed = len(list(findings_log.glob("*.json")))
+    killed = _start_run(root, warehouse, "--full")
+    deadline = time.monotonic() + 600
+    while len(list(findings_log.glob("*.json"))) == committed and killed.poll() is None:
+        assert time.monotonic() < deadline, "the run never committed findings"
+        time.sleep(0.02)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    assert killed.returncode == -signal.SIGKILL
+    assert len(list(findings_log.glob("*.json"))) > committed  # its findings did land
+
+    assert (warehouse / LOCK_FILE).exists()  # the dead run's
+    assert _published(warehouse)["run_id"] == published["run_id"]
+    assert _published_rows(warehouse) == before
+    report = cli("report", "--warehouse", str(warehouse))
+    assert report.returncode == 1, report.stderr[-2000:]  # the sample's CRITICAL finding, not a false all-clear
+    again = json.loads(summary_path.read_text())
+    summary.pop("run"), again.pop("run")
+    assert again == summary
+
+    rerun = cli("run", "--input", str(root), "--warehouse", str(warehouse), "--full")
+    assert rerun.returncode == 1, rerun.stderr[-2000:]
+    assert "taking over the lock" in rerun.stderr and "unfinished run: restored findings" in rerun.stderr
+    assert _published(warehouse)["run_id"] != published["run_id"]
+    assert _published_rows(warehouse) == before
+    assert not (warehouse / LOCK_FILE).exists()
