@@ -192,6 +192,11 @@ def fmt_001(log, miss):
         log._row(entry_status=STATUS_TRUNCATED, size_bytes=30, magic=None, partition_leader_epoch=None)
 
 
+def fmt_001_unreadable_partition(log, miss):
+    """A corrupt length at the start of the only segment: nothing of the partition decodes."""
+    log._row(entry_status=STATUS_TRUNCATED, size_bytes=4096, magic=None, partition_leader_epoch=None)
+
+
 def fmt_002(log, miss):
     log.data(1, 0, 0, 1)
     if not miss:
@@ -658,6 +663,10 @@ SCENARIOS = {
     "SEG-002": (seg_002, "WARN"),
     "SEG-003": (seg_003, "ERROR"),
 }
+# More cases of a rule, fired only: (name, rule code) -> (builder, severity)
+VARIANTS = {
+    ("unreadable partition", "FMT-001"): (fmt_001_unreadable_partition, "ERROR"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -681,6 +690,13 @@ def audited(spark, scratch):
             for table, (attribute, _) in side_tables.items():
                 side_rows[table].extend(getattr(log, attribute))
             topics[code, miss] = log.topic
+    for (name, code), (build, _) in VARIANTS.items():
+        log = PartitionLog(topic=f"{code.lower()}-{name.replace(' ', '-')}", clock=T0)
+        build(log, False)
+        rows.extend(log.rows)
+        for table, (attribute, _) in side_tables.items():
+            side_rows[table].extend(getattr(log, attribute))
+        topics[name, code] = log.topic
     settings = AuditSettings(compacted_topics=["compacted-*"])
     result = run_audit(
         spark.createDataFrame(rows, BATCHES),
@@ -695,7 +711,7 @@ def audited(spark, scratch):
     summaries = {row.topic: row for row in result.partition_summary.collect()}
     result.release()
     findings = {key: by_topic.get(topic, []) for key, topic in topics.items()}
-    return findings | {("summary", *key): summaries[topic] for key, topic in topics.items()}
+    return findings | {("summary", *key): summaries.get(topic) for key, topic in topics.items()}
 
 
 def test_every_registered_rule_has_a_scenario():
@@ -710,6 +726,12 @@ def test_rule_fires(code, audited):
     assert fired[0].severity == severity
     assert fired[0].rule_name == RULES[code].name
     assert fired[0].message
+
+
+@pytest.mark.parametrize("name, code", sorted(VARIANTS))
+def test_rule_variant_fires(name, code, audited):
+    _, severity = VARIANTS[name, code]
+    assert [f.severity for f in audited[name, code] if f.rule_code == code] == [severity]
 
 
 @pytest.mark.parametrize("code", sorted(SCENARIOS))

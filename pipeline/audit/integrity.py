@@ -24,7 +24,8 @@ TRUNCATED_TAIL = rule(
     "ERROR",
     "6.1",
     "Bytes at the end of a .log that do not form a complete entry. WARN on the partition's last (active) "
-    "segment, where an unflushed tail is normal and recovery truncates it.",
+    "segment, where an unflushed tail is normal and recovery truncates it, unless nothing before it in the "
+    "partition could be read.",
     also=("WARN",),
 )
 ENTRY_TOO_SMALL = rule(
@@ -179,13 +180,17 @@ def _control_shape_broken() -> Column:
 
 @check(TRUNCATED_TAIL, on=BATCHES)
 def truncated_tail(ctx: AuditContext) -> Fires:
+    """Deviation from §6.1: the active segment's tail is an ERROR when no entry of the partition before it
+    decodes (a corrupt length at the start of the only segment, say). The spec's WARN presumes the rest of the
+    log was read; a partition of which nothing could be read would otherwise pass every gate unaudited."""
+    unflushed_tail = F.col("in_last_segment") & F.col("max_last_offset_before").isNotNull()
     return Fires(
         F.col("entry_status") == STATUS_TRUNCATED,
         F.format_string(
             "%d trailing bytes at position %d do not form an entry", F.col("size_bytes"), F.col("position")
         ),
         _location(),
-        severity=F.when(F.col("in_last_segment"), F.lit("WARN")).otherwise(F.lit("ERROR")),
+        severity=F.when(unflushed_tail, F.lit("WARN")).otherwise(F.lit("ERROR")),
     )
 
 
