@@ -146,9 +146,18 @@ fi
 export SPARK_MASTER_FROM_SUBMIT=1
 
 py_files="$LIBS_ZIP${user_py_files:+,$user_py_files}"
-exec "$VENV/bin/spark-submit" \
+# spark-submit merges the Python driver's stderr into its stdout, so progress lines would mix into the report.
+# Everything the job prints goes to stderr here; the report alone is written to a file and printed at the end.
+report="$(mktemp)"
+trap 'rm -f "$report"' EXIT
+set +e
+PRODUCE_AUDIT_REPORT_FILE="$report" "$VENV/bin/spark-submit" \
     --properties-file "${user_properties:-$ROOT/conf/spark-defaults.conf}" \
     --master "$master" \
     --py-files "$py_files" \
     ${submit_args[@]+"${submit_args[@]}"} \
-    "$ROOT/jobs/$job.py" "$@"
+    "$ROOT/jobs/$job.py" "$@" 1>&2
+code=$?
+set -e
+cat "$report"
+exit "$code"

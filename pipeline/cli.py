@@ -249,14 +249,29 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _check_local_paths(args: argparse.Namespace, settings: Settings) -> None:
     """Fail on missing local paths before paying for a Spark start-up; URIs are checked by the readers."""
     for root in getattr(args, "inputs", None) or []:
-        if not _URI.match(root) and not Path(root).exists():
+        if _URI.match(root):
+            continue
+        if not Path(root).exists():
             raise InputError(root, "no such file or directory")
+        if Path(root).is_dir() and not _holds_a_file(Path(root)):
+            raise InputError(root, "no Kafka log entries found: the directory holds no non-empty file")
     warehouse = settings.warehouse
     if _URI.match(warehouse):
         return
     if args.command in ("audit", "report", "vacuum") and not Path(warehouse).is_dir():
         raise InputError(warehouse, "warehouse not found; run `produce-audit ingest` (or `run`) first")
     check_writable(Path(warehouse))
+
+
+def _holds_a_file(directory: Path) -> bool:
+    """Whether any non-empty regular file lies under `directory`; stops at the first one."""
+    for folder, _, names in os.walk(directory):
+        for name in names:
+            with suppress(OSError):
+                path = Path(folder) / name
+                if path.is_file() and path.stat().st_size > 0:
+                    return True
+    return False
 
 
 def check_writable(warehouse: Path) -> None:
@@ -308,11 +323,20 @@ def _execute(args: argparse.Namespace) -> int:
                 spark.stop()
 
     if result.summary is not None:
-        print(render_text(result.summary))
+        _print_report(render_text(result.summary))
     code = exit_code_for(result.findings_by_severity, settings.fail_on)
     if code == EXIT_FINDINGS:
         log.info("exit %d: findings at or above %s", code, settings.fail_on)
     return code
+
+
+def _print_report(text: str) -> None:
+    """On stdout, or in PRODUCE_AUDIT_REPORT_FILE (set by spark-submit.sh, whose stdout mixes in the logs)."""
+    target = os.environ.get("PRODUCE_AUDIT_REPORT_FILE")
+    if target:
+        Path(target).write_text(text + "\n")
+    else:
+        print(text)
 
 
 def _step(args: argparse.Namespace, spark, store, settings: Settings, run_id: str):

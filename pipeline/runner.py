@@ -393,11 +393,13 @@ def _recorded(
             result.counts["rolled_back"] = len(rolled_back)
     try:
         yield record, result
-    except BaseException:
+    except BaseException as error:
         try:
             if writes:
                 roll_back_unpublished(store)
-            _append_run(spark, store, settings, record, STATUS_FAILED, result.counts)
+            # An input error in a new warehouse changed nothing worth a `runs` table.
+            if not (isinstance(error, InputError) and not store.exists("runs")):
+                _append_run(spark, store, settings, record, STATUS_FAILED, result.counts)
         except Exception as exc:  # the step's own error is the one worth reporting
             log.warning("could not record failed run %s in %s: %s", run_id, store.path("runs"), exc)
         raise

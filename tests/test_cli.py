@@ -306,3 +306,15 @@ def test_config_errors_are_one_line_naming_the_key(text, expected, tmp_path, cap
 def test_a_reference_time_past_year_9999_exits_2(tmp_path, capsys, no_spark):
     assert main(["audit", "--warehouse", str(tmp_path), "--reference-time=99999999999999999999"]) == EXIT_USAGE
     assert "past year 9999" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "ingest"])
+def test_an_input_without_files_exits_2_before_spark_and_writes_nothing(command, tmp_path, capsys, no_spark):
+    empty = tmp_path / "logs"
+    (empty / "orders-0").mkdir(parents=True)
+    (empty / "orders-0" / "00000000000000000000.log").touch()
+    warehouse = tmp_path / "wh"
+    assert main([command, "--input", str(empty), "--warehouse", str(warehouse)]) == EXIT_USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(empty) in err[0] and "no Kafka log entries found" in err[0]
+    assert not warehouse.exists() or list(warehouse.iterdir()) == []

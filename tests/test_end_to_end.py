@@ -3,6 +3,7 @@ driver, local[*]), never the test session's larger driver, over many log dirs an
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from deltalake import DeltaTable
 from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
 from pipeline.generate.recall import compare_with_findings
 
+REPO = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "produce-audit"
 LARGE_TASK_BINARY = "Broadcasting large task binary"
 MIB = 1024 * 1024
@@ -90,3 +92,18 @@ def test_run_over_every_real_broker_dir(realdata, tmp_path):
     assert_finished_within_bounds(completed, warehouse)
     summary = DeltaTable(str(warehouse / "partition_summary")).to_pyarrow_table()
     assert summary.num_rows >= 9
+
+
+def test_spark_submit_prints_the_report_alone_on_stdout(tmp_path):
+    """spark-submit merges the Python driver's stderr into its stdout; the wrapper keeps the two apart."""
+    env = {**os.environ, "PRODUCE_AUDIT_VENV": sys.prefix}
+    completed = subprocess.run(
+        [str(REPO / "spark-submit.sh"), "run", "--input", str(REPO / "samples" / "basic"),
+         "--warehouse", str(tmp_path / "wh")],
+        capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert completed.returncode == 1, completed.stderr[-3000:]  # the sample's CRITICAL finding
+    assert completed.stdout.startswith("produce-audit run "), completed.stdout[:500]
+    assert "Findings by severity" in completed.stdout
+    assert " INFO pipeline." not in completed.stdout and "WARN" not in completed.stdout.split("\n", 1)[0]
+    assert " INFO pipeline.runner: audited 3 topic(s)" in completed.stderr
