@@ -38,10 +38,12 @@ exit_code = main(args)
 
 from pyspark.sql import functions as F  # noqa: E402
 
+from pipeline.tables.publication import read_published  # noqa: E402
 from pipeline.tables.store import TableStore  # noqa: E402
 
+# Tables as the last published run left them: a run still going, or one that died, is never half-visible.
 store = TableStore(spark, warehouse)  # noqa: F821
-findings = store.read("findings")
+findings = read_published(store, "findings")
 severity_rank = F.expr("array_position(array('INFO','WARN','ERROR','CRITICAL'), severity)")
 display(findings.orderBy(severity_rank.desc(), "topic", "partition", "base_offset"))  # noqa: F821
 
@@ -60,8 +62,8 @@ display(  # noqa: F821
 
 # COMMAND ----------
 
-display(store.read("partition_summary").orderBy("topic", "partition"))  # noqa: F821
-display(store.read("transactions").groupBy("topic", "outcome").count())  # noqa: F821
+display(read_published(store, "partition_summary").orderBy("topic", "partition"))  # noqa: F821
+display(read_published(store, "transactions").groupBy("topic", "outcome").count())  # noqa: F821
 
 # COMMAND ----------
 
@@ -75,7 +77,7 @@ if store.exists("transaction_log"):
         F.col("evidence")["transactional_id"].alias("transactional_id")
     )
     display(  # noqa: F821
-        store.read("transaction_log")
+        read_published(store, "transaction_log")
         .join(flagged.distinct(), "transactional_id")
         .select("transactional_id", "record_offset", "state_name", "producer_id", "producer_epoch", "partitions")
         .orderBy("transactional_id", "record_offset")
@@ -89,5 +91,5 @@ if store.exists("transaction_log"):
 # COMMAND ----------
 
 if store.exists("ingest_manifest"):
-    manifest = store.read("ingest_manifest")
+    manifest = read_published(store, "ingest_manifest")
     display(manifest.groupBy("run_id", "topic").agg(F.count("*").alias("segments"), F.sum("size_bytes")))  # noqa: F821

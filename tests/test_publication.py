@@ -14,7 +14,8 @@ from pyspark.sql import functions as F
 
 import schemas
 from pipeline.cli import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, main
-from pipeline.tables.publication import last_published, roll_back_unpublished, table_versions
+from pipeline.errors import InputError
+from pipeline.tables.publication import last_published, read_published, roll_back_unpublished, table_versions
 from pipeline.tables.store import TableStore
 
 AUDIT_TABLES = ("findings", "transactions", "producer_state", "partition_summary")
@@ -66,6 +67,13 @@ def test_the_run_row_publishes_every_table_version(published):
     assert set(run.versions) >= {"batches", "ingest_manifest", *AUDIT_TABLES}
     assert run.versions == table_versions(store)
     assert not (warehouse / "findings" / "_staging").exists()
+
+
+def test_read_published_gives_the_published_rows(published, spark, tmp_path):
+    warehouse, store, _, rows = published
+    assert read_published(store, "findings").count() == len(rows["findings"])
+    with pytest.raises(InputError, match="no published run"):
+        read_published(TableStore(spark, str(tmp_path), backend="embedded"), "findings")
 
 
 def test_an_unfinished_run_is_invisible_to_report_and_rolled_back_by_the_next_writer(published, spark):

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 import schemas
@@ -92,6 +93,14 @@ def published_run(store: TableStore, run_id: str, commands: Iterable[str] = AUDI
             store.path(RUNS_TABLE), f"run {run_id} is not a published {' or '.join(commands)} run of this warehouse"
         )
     return _published(row)
+
+
+def read_published(store: TableStore, table: str, schema=None, run: PublishedRun | None = None) -> DataFrame:
+    """`table` as the last published run (or `run`) left it: what notebooks and reports should read."""
+    run = run or last_published(store)
+    if run is None:
+        raise InputError(store.path(RUNS_TABLE), "no published run in this warehouse")
+    return store.read(table, schema=schema, version=(run.versions or {}).get(table))
 
 
 def roll_back_unpublished(store: TableStore) -> list[str]:
