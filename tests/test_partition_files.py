@@ -258,12 +258,19 @@ def test_leader_epoch_checkpoint_problems():
     assert problems == [FormatProblem(2, "line 2: entry count '-1' is not a non-negative integer")]
     _, problems = decode_leader_epoch_checkpoint("0\n1\n2147483648 0\n")  # epochs are int32
     assert [problem.line for problem in problems] == [3]
+    # Java accepts leading zeros; a number too long for int() is out of range, not an error of the reader.
+    rows, problems = decode_leader_epoch_checkpoint(f"0\n1\n{'0' * 5000}7 -{'0' * 5000}5\n")
+    assert [(row["epoch"], row["start_offset"]) for row in rows] == [(7, -5)] and problems == []
+    rows, problems = decode_leader_epoch_checkpoint(f"0\n{'9' * 5000}\n0 {'9' * 5000}\n")
+    assert rows == [] and [problem.line for problem in problems] == [2, 3]
 
 
 def test_offset_checkpoint_problems():
     rows, problems = decode_offset_checkpoint("0\n2\norders 0 90\nmy topic 1 5\n")
     assert [(row["topic"], row["partition"], row["offset"]) for row in rows] == [("orders", 0, 90)]
     assert problems == [FormatProblem(4, "line 4: 'my topic 1 5' is not '<topic> <partition> <offset>'")]
+    _, problems = decode_offset_checkpoint(f"0\n1\norders 0 {'9' * 5000}\n")
+    assert [problem.line for problem in problems] == [3]
 
 
 @pytest.mark.parametrize(
@@ -276,6 +283,7 @@ def test_offset_checkpoint_problems():
         ("version: 0\ntopic: 5jK1nc-ESTeW8GD2TSa8PA", {"version": 0, "topic_id": None}, "is not 'topic_id: <uuid>'"),
         ("version: 0\ntopic_id: 5jK1nc+ESTeW8GD2TSa8PA", {"version": 0, "topic_id": None}, "not a URL-safe base64"),
         ("0\n", {"version": None, "topic_id": None}, "is not 'version: <number>'"),
+        (f"version: {'9' * 5000}\n", {"version": None, "topic_id": None}, "is not 'version: <number>'"),
         ("", {"version": None, "topic_id": None}, "the file is empty"),
     ],
 )

@@ -414,6 +414,7 @@ def _find_batch(read_log: LogReader, start: int, offset: int) -> tuple[int, _Bat
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_MAX_INT64_DIGITS = len(str(2**63))
 _BASE64_UUID = re.compile(r"[A-Za-z0-9_-]{22}(?:==)?")
 _ZERO_UUID = bytes(16)
 
@@ -525,10 +526,17 @@ def _fields(line: str) -> list[str]:
 
 
 def _parse_int(text: str, bits: int) -> int | None:
-    """Java's Integer/Long.parseInt: optional sign, ASCII digits, in range; None where Java would throw."""
+    """Java's Integer/Long.parseInt: optional sign, ASCII digits, in range; None where Java would throw.
+
+    Leading zeros are dropped first: Java accepts any number of them, and Python's int() refuses more than
+    4300 digits, so a long run of digits is out of range before it is converted.
+    """
     if not _JAVA_INT.fullmatch(text):
         return None
-    value = int(text)
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > _MAX_INT64_DIGITS:
+        return None
+    value = int(digits or "0") * (-1 if text.startswith("-") else 1)
     limit = 1 << (bits - 1)
     return value if -limit <= value < limit else None
 
