@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
@@ -313,6 +315,38 @@ Found 17 invalid bytes at the end of 00000000000000000000.log
     assert (tail["entry_status"], tail["position"], tail["size_bytes"]) == (STATUS_TRUNCATED, 78, 17)
     assert (tail["topic"], tail["partition"], tail["base_offset"]) == ("orders", 3, None)
     assert "17 invalid bytes" in tail["entry_note"]
+
+
+def test_numbers_outside_their_kafka_type_make_the_line_unknown():
+    """The tool cannot print them, and the rows would not load into their columns (a failed Spark task)."""
+    huge = "9" * 5000  # also past Python's int() limit of 4300 digits
+    batch = "baseOffset: {base} lastOffset: {last} count: 1 baseSequence: 0 lastSequence: 0 producerId: 1 producerEpoch: {epoch} partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: {position} CreateTime: 1 size: 70 magic: 2 compresscodec: none crc: 1 isvalid: true"
+    cached = "producerId: 2 producerEpoch: 1 coordinatorEpoch: 3 currentTxnFirstOffset: None cachedMetadata: Queue(BatchMetadata(firstSeq=0, lastSeq={last_seq}, firstOffset=10, lastOffset=14, timestamp=1500))"
+    lines = [
+        f"Dumping /kafka/orders-{huge}/{'9' * 20}.log",  # partition past int32, base offset past int64
+        batch.format(base=0, last=0, epoch=32768, position=0),
+        batch.format(base=huge, last=0, epoch=0, position=0),
+        batch.format(base=0, last=0, epoch=0, position=2**31),
+        cached.format(last_seq=2**31),
+        f"version: 0 producerId: 4 firstOffset: -{huge} lastOffset: 15 lastStableOffset: 10",
+        f"producerId: 1 producerEpoch: 1 coordinatorEpoch: 3 currentTxnFirstOffset: Some({2**63})",
+        batch.format(base=-(2**63), last=2**63 - 1, epoch=0, position=0),  # fits, but no batch spans that
+    ]
+    parsed = parse_dump("\n".join(lines), "inline.txt")
+    assert counts(parsed) == {HEADER: 1, UNKNOWN: 6, BATCH: 1}
+    assert [number for number, _ in parsed.unknown_lines] == [2, 3, 4, 5, 6, 7]
+    assert [note.partition(";")[0] for note in parsed.notes[:6]] == [
+        "line 2: producer_epoch 32768 is outside [-32768, 32767]",
+        f"line 3: base_offset {'9' * 40} is outside [{-(2**63)}, {2**63 - 1}]",
+        f"line 4: position {2**31} is outside [{-(2**31)}, {2**31 - 1}]",
+        f"line 5: last_sequence {2**31} is outside [{-(2**31)}, {2**31 - 1}]",
+        f"line 6: first_offset -{'9' * 39} is outside [{-(2**63)}, {2**63 - 1}]",
+        f"line 7: txn_first_offset {2**63} is outside [{-(2**63)}, {2**63 - 1}]",
+    ]
+    [row] = parsed.batches
+    assert (row["topic"], row["partition"], row["segment_base_offset"]) == ("", -1, -1)
+    assert row["last_offset_delta"] is None and "too far apart for one batch" in row["entry_note"]
+    pa.Table.from_pylist(parsed.batches, schema=to_arrow_schema(BATCHES))
 
 
 # --- sections, paths, unknown and numbered lines ------------------------------------------------------

@@ -623,6 +623,11 @@ def test_dump_records_the_decoder_could_not_decode_are_rows_with_errors():
             "state=Empty,partitions=[],txnLastUpdateTimestamp=1,txnTimeoutMs=1",
             {},
         ),
+        (
+            "key: transaction_metadata::transactionalId=t payload: producerId:0,producerEpoch:0,state=Empty,"
+            f"partitions=[],txnLastUpdateTimestamp={'9' * 5000},txnTimeoutMs=1",
+            {},
+        ),
         ('key: {"type":"0","data":{"transactionalId":"t"}} payload: {"version":"1","data":{"producerId":"x"}}', {}),
         ('key: {"type":"0","data":{"transactionalId":"t"}} payload: {not json', {}),
         ("payload: without key", {}),
@@ -636,6 +641,7 @@ def test_dump_records_the_decoder_could_not_decode_are_rows_with_errors():
         (None, "kafka-dump-log could not decode the record: Buffer underflow"),
         (None, "key is not --transaction-log-decoder output"),
         (0, "producerId 99999999999999999999 is not an int64"),
+        (0, f"txnLastUpdateTimestamp {'9' * 60} is not an int64"),
         (0, "producerId 'x' is not an int64"),
         (0, "payload is not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
         (None, "record has no key"),

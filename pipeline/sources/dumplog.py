@@ -259,6 +259,48 @@ _DIAGNOSTIC = re.compile(
 )
 _LINE_NUMBER_GUTTER = re.compile(r"\d+(?:\s+|$)")
 
+_INT8, _INT16, _INT32, _INT64 = ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) for bits in (8, 16, 32, 64))
+_UINT32 = (0, (1 << 32) - 1)
+# The Kafka type of every number the line patterns capture, by group name: a printed number outside it cannot
+# come from the tool (and would not fit its column), so the line is not read as the layout it resembles.
+_GROUP_RANGES = {
+    "magic": _INT8,
+    **dict.fromkeys(("producer_epoch", "control_type", "version"), _INT16),
+    **dict.fromkeys(
+        (
+            "count",
+            "base_sequence",
+            "last_sequence",
+            "sequence",
+            "first_sequence",
+            "leader_epoch",
+            "coordinator_epoch",
+            "position",
+            "size",
+            "offset_delta",
+        ),
+        _INT32,
+    ),
+    "crc": _UINT32,
+    **dict.fromkeys(
+        (
+            "base_offset",
+            "last_offset",
+            "first_offset",
+            "last_stable_offset",
+            "offset",
+            "producer_id",
+            "delete_horizon",
+            "ts",
+            "timestamp",
+            "last_timestamp",
+            "txn_first_offset",
+        ),
+        _INT64,
+    ),
+}
+_MAX_INT64_DIGITS = len(str(1 << 63))
+
 # `<topic>-<partition>[.<id>-delete|-future|-stray]/<20 digits>[-<epoch>].<suffix>`
 _DUMPED_FILE = re.compile(r"(?:^|.*[/\\])(?P<base_offset>\d{20})(?:-\d+)?\.(?P<suffix>\w+)")
 _PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)(?:\.\w+-(?:delete|future|stray))?")
@@ -305,6 +347,41 @@ class _DeepGroup:
 
 def _int(text: str | None) -> int | None:
     return None if text is None or text == "null" else int(text)
+
+
+def _in_range(text: str, bounds: tuple[int, int]) -> bool:
+    """Whether a printed integer lies in `bounds`, without converting runs of digits int() refuses (4300+)."""
+    digits = text.lstrip("-").lstrip("0")
+    if len(digits) > _MAX_INT64_DIGITS:
+        return False
+    value = int(digits or "0") * (-1 if text.startswith("-") else 1)
+    return bounds[0] <= value <= bounds[1]
+
+
+def _out_of_range(match: re.Match[str]) -> str | None:
+    """The first number a matched line prints outside its Kafka type (cached batches of a snapshot line
+    included), described; None when every number fits."""
+    groups = [match.groupdict()]
+    groups += [cached.groupdict() for cached in _BATCH_METADATA_1_0.finditer(groups[0].get("queue") or "")]
+    for fields in groups:
+        for name, text in fields.items():
+            number = re.search(_INT, text) if name in _GROUP_RANGES and text is not None else None
+            if number and not _in_range(number.group(), _GROUP_RANGES[name]):
+                low, high = _GROUP_RANGES[name]
+                return f"{name} {number.group()[:40]} is outside [{low}, {high}]"
+    return None
+
+
+def _int32_or_none(value: int) -> int | None:
+    """An offset delta from two printed offsets; None when it does not fit Kafka's int32 delta."""
+    return value if _INT32[0] <= value <= _INT32[1] else None
+
+
+def _set_last_offset_delta(row: dict[str, Any], last_offset: int, base_offset: int) -> None:
+    """`last_offset_delta` of a batch row from its printed offsets, or null and a note when they are too far apart."""
+    row["last_offset_delta"] = _int32_or_none(last_offset - base_offset)
+    if row["last_offset_delta"] is None:
+        _add_note(row, f"offsets {base_offset}..{last_offset} are too far apart for one batch")
 
 
 def _bool(text: str | None) -> bool | None:
@@ -449,7 +526,7 @@ def _decoded_text(
             raise _TextError("record has no key")
         unknown = _UNKNOWN_KEY_TEXT.fullmatch(key)
         if unknown:
-            fields["key_version"] = _checked(int(unknown.group("version") or unknown.group("type")), "int16", "key")
+            fields["key_version"] = _checked(unknown.group("version") or unknown.group("type"), "int16", "key")
             raise _TextError(f"kafka-dump-log printed {key!r}")
         error = _DECODER_ERROR_TEXT.fullmatch(key)
         if error:
@@ -462,10 +539,13 @@ def _decoded_text(
 
 def _checked(value: Any, kind: str, name: str) -> int:
     """An integer of a Kafka type from text or JSON; anything else is a decode error, not a crash later."""
-    if isinstance(value, str) and re.fullmatch(_INT, value):
-        value = int(value)
     bits = _INT_BITS[kind]
-    if not isinstance(value, int) or isinstance(value, bool) or not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+    bounds = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if isinstance(value, str) and re.fullmatch(_INT, value):
+        if not _in_range(value, bounds):
+            raise _TextError(f"{name} {value[:60]} is not an {kind}")
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not bounds[0] <= value <= bounds[1]:
         raise _TextError(f"{name} {value!r} is not an {kind}")
     return value
 
@@ -732,10 +812,15 @@ class _DumpParser:
     def _classify_line(self, line_number: int, line: str) -> bool:
         for pattern, kind, handler in self.line_handlers:
             match = pattern.fullmatch(line)
-            if match:
-                self.line_counts[CONTROL_RECORD if _is_control_record(match) else kind] += 1
-                handler(line_number, match)
-                return True
+            if match is None:
+                continue
+            out_of_range = _out_of_range(match)
+            if out_of_range:
+                self.notes.append(f"line {line_number}: {out_of_range}; not read as a {kind} line")
+                continue
+            self.line_counts[CONTROL_RECORD if _is_control_record(match) else kind] += 1
+            handler(line_number, match)
+            return True
         return False
 
     def _ignore(self, line_number: int, match: re.Match[str]) -> None:
@@ -750,13 +835,13 @@ class _DumpParser:
         if path is None:
             return
         dumped = _DUMPED_FILE.fullmatch(path)
-        if dumped is None:
+        if dumped is None or not _in_range(dumped.group("base_offset"), _INT64):
             return
         self.section.base_offset = int(dumped.group("base_offset"))
         parts = re.split(r"[/\\]", path)
         directory = parts[-2] if len(parts) > 1 else ""
         partition_dir = _PARTITION_DIR.fullmatch(directory)
-        if partition_dir:
+        if partition_dir and _in_range(partition_dir.group("partition"), _INT32):
             self.section.topic = partition_dir.group("topic")
             self.section.partition = int(partition_dir.group("partition"))
         if directory and directory.endswith(self.skip_dir_suffixes):
@@ -815,13 +900,13 @@ class _DumpParser:
             partition_leader_epoch=int(match.group("leader_epoch")),
             has_delete_horizon=None if match.group("delete_horizon_field") is None else delete_horizon is not None,
             base_timestamp=_int(delete_horizon),  # the field holds the delete horizon when the bit is set
-            last_offset_delta=last_offset - base_offset,
             batch_length=size - 12,
             crc=int(match.group("crc")),
             crc_valid=_bool(match.group("valid") or match.group("valid_before_size")),
             entry_status=STATUS_OK,
             size_bytes=size,
         )
+        _set_last_offset_delta(row, last_offset, base_offset)
         _fill_codec_fields(row, match)
         self._append_batch(row, section)
         self.last_batch = row
@@ -869,7 +954,7 @@ class _DumpParser:
             row["record_count"] = (row["record_count"] or 0) + 1
             if row["base_offset"] is None:
                 row["base_offset"] = offset
-                row["last_offset_delta"] = row["last_offset"] - offset
+                _set_last_offset_delta(row, row["last_offset"], offset)
         if control_type is not None:
             row["control_type"] = control_type
             row["coordinator_epoch"] = coordinator_epoch
@@ -947,11 +1032,11 @@ class _DumpParser:
         row.update(
             base_offset=base_offset,
             last_offset=last_offset,
-            last_offset_delta=last_offset - base_offset,
             record_count=len(group.records),
             max_timestamp=_timestamp(max(group.records, key=lambda record: int(record.group("ts")))),
             entry_status=STATUS_OK if magic >= 2 else STATUS_LEGACY,
         )
+        _set_last_offset_delta(row, last_offset, base_offset)
         _add_note(row, DEEP_GROUP_NOTE.format(records=len(group.records)))
         if magic >= 2:
             row.update(
@@ -1024,7 +1109,7 @@ class _DumpParser:
                 first_sequence=int(newest.group("first_sequence")),
                 last_sequence=int(newest.group("last_sequence")),
                 last_offset=int(newest.group("last_offset")),
-                offset_delta=int(newest.group("last_offset")) - int(newest.group("first_offset")),
+                offset_delta=_int32_or_none(int(newest.group("last_offset")) - int(newest.group("first_offset"))),
                 timestamp=int(newest.group("timestamp")),
             )
         if not section.skipped:
