@@ -1,86 +1,90 @@
-"""Hostile bytes never crash or hang the segment decoder: seeded mutations of real and sample segments
-(bit flips, extreme length fields, cuts, inserted and zeroed spans, trailing garbage) all decode to rows that
-say what was found, and streaming the file in small windows gives the same rows as decoding it whole."""
+"""Hostile bytes and text never crash or hang a decoder: the seeded CI subset of benchmarks/fuzz_suite.py.
+
+Every decoder kind (segments, batch records, `__transaction_state` segments and records, producer snapshots,
+`.txnindex`, `.index`/`.timeindex`, checkpoints, `partition.metadata`, kafka-dump-log text) gets a few hundred
+mutations of its real seeds from ../shared/realdata (the segment kinds also of the bundled samples), through the
+same case runner as the benchmark: no exception but the decoder's own, no case over its time limit, and output
+that keeps the decoder's contract (rows load into their tables, positions inside the input, streaming equals
+whole). The first tests show the runner does report each kind of failure.
+"""
 
 from __future__ import annotations
 
-import io
 import random
-import signal
-import struct
+import sys
+import time
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-from pipeline.sources.kafka_format import decode_segment, iter_decoded
-from schemas.batches import STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
-
 REPO = Path(__file__).resolve().parent.parent
-STATUSES = {STATUS_OK, STATUS_LEGACY, STATUS_TRUNCATED, STATUS_TOO_SMALL, STATUS_BAD_MAGIC}
-MUTATIONS_PER_SEGMENT = 60
+REALDATA = (REPO.parent / "shared" / "realdata").resolve()
+sys.path.insert(0, str(REPO / "benchmarks"))  # the benchmark's modules, shared rather than copied
+
+from fuzz_targets import Seed, Target, fits, load_targets, run_cases  # noqa: E402
+
+from schemas.txn_index import TXN_INDEX  # noqa: E402
+
+KINDS = (
+    "segment",
+    "records",
+    "transaction_state_segment",
+    "coordinator_record",
+    "snapshot",
+    "txnindex",
+    "offset_index",
+    "time_index",
+    "leader_epoch_checkpoint",
+    "offset_checkpoint",
+    "partition_metadata",
+    "dumplog",
+)
+CASES_PER_KIND = 400
 SECONDS_PER_CASE = 20
+SEED = 20261125
 
 
-def _segments(realdata_root: Path | None) -> list[tuple[str, bytes]]:
-    paths = sorted((REPO / "samples").rglob("*.log"))
-    if realdata_root is not None:
-        paths += sorted((realdata_root / "broker-segments").rglob("*.log"))[:12]
-    return [(str(path), path.read_bytes()) for path in paths if path.stat().st_size > 0]
+@pytest.fixture(scope="module")
+def targets() -> dict[str, Target]:
+    samples = sorted((REPO / "samples").rglob("*.log"))
+    return {target.kind: target for target in load_targets(REALDATA if REALDATA.is_dir() else None, samples)}
 
 
-def _mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
-    buffer = bytearray(data)
-    kind = rng.choice(["flip", "length", "cut", "insert", "zero", "garbage"])
-    at = rng.randrange(len(buffer))
-    if kind == "flip":
-        buffer[at] ^= 1 << rng.randrange(8)
-    elif kind == "length":  # batch lengths sit at offset 8 of an entry; hit one or any 4 bytes
-        value = rng.choice([0, -1, 13, 60, 2**31 - 1, -(2**31), rng.randrange(-(2**31), 2**31)])
-        at = min(at, len(buffer) - 4)
-        struct.pack_into(">i", buffer, at, value)
-    elif kind == "cut":
-        del buffer[at:]
-    elif kind == "insert":
-        buffer[at:at] = rng.randbytes(rng.randrange(1, 65))
-    elif kind == "zero":
-        end = min(len(buffer), at + rng.randrange(1, 200))
-        buffer[at:end] = bytes(end - at)
-    else:
-        buffer += rng.randbytes(rng.randrange(1, 300))
-    return f"{kind}@{at}", bytes(buffer)
+def _target(run) -> Target:
+    unchanged = lambda seed, rng: ("none", seed.data)  # noqa: E731
+    return Target("probe", "a stand-in decoder", [Seed("probe", b"\x00" * 8)], unchanged, run)
 
 
-@pytest.fixture
-def time_limit():
-    def expire(signum, frame):
-        raise TimeoutError(f"decoding took over {SECONDS_PER_CASE} s")
+def test_the_runner_reports_crashes_hangs_and_malformed_output():
+    def crash(seed, data, rng):
+        raise KeyError("position")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    yield lambda: signal.alarm(SECONDS_PER_CASE)
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+    def hang(seed, data, rng):
+        while True:
+            time.sleep(0.01)
+
+    def malformed(seed, data, rng):
+        fits([{"position": 2**63}], TXN_INDEX, "txn_index")
+
+    outcomes = {}
+    for name, run, seconds in (("crash", crash, 10), ("hang", hang, 0.2), ("malformed", malformed, 10)):
+        tally = run_cases(_target(run), 2, random.Random(1), seconds)
+        outcomes[name] = [(failure.outcome, failure.seed, failure.mutation) for failure in tally.failures]
+    assert outcomes == {name: [(name, "probe", "none")] * 2 for name in ("crash", "hang", "malformed")}
+    assert "KeyError" in run_cases(_target(crash), 1, random.Random(1), seconds=1).failures[0].error
 
 
-def test_mutated_segments_decode_to_rows_that_say_what_was_found(request, time_limit):
-    realdata = request.getfixturevalue("realdata") if (REPO.parent / "shared" / "realdata").is_dir() else None
-    segments = _segments(realdata)
-    assert len(segments) >= 5
-    rng = random.Random(20261125)
-    cases = 0
-    for path, original in segments:
-        for _ in range(MUTATIONS_PER_SEGMENT):
-            mutation, data = _mutate(original, rng)
-            where = f"{path} {mutation}"
-            time_limit()
-            whole = decode_segment(data)
-            streamed = list(iter_decoded(io.BytesIO(data).read, len(data), window_bytes=rng.choice([17, 64, 500])))
-            signal.alarm(0)
-            rows = whole.select(["position", "size_bytes", "entry_status"]).to_pylist()
-            assert {row["entry_status"] for row in rows} <= STATUSES, where
-            positions = [row["position"] for row in rows]
-            assert positions == sorted(positions) and all(0 <= p < len(data) for p in positions), where
-            assert all(row["position"] + row["size_bytes"] <= len(data) for row in rows), where
-            assert (pa.concat_tables(streamed) if streamed else whole.slice(0, 0)).equals(whole), where
-            cases += 1
-    assert cases >= 5 * MUTATIONS_PER_SEGMENT
+def test_every_decoder_kind_has_seeds(targets):
+    if not REALDATA.is_dir():
+        pytest.skip(f"real Kafka data not found at {REALDATA} (it lives in ../shared/realdata beside the repo)")
+    assert sorted(targets) == sorted(KINDS)
+    assert all(target.seeds for target in targets.values())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_mutated_inputs_decode_without_crash_hang_or_malformed_output(targets, kind):
+    if kind not in targets:
+        pytest.skip(f"real Kafka data not found at {REALDATA} (it lives in ../shared/realdata beside the repo)")
+    tally = run_cases(targets[kind], CASES_PER_KIND, random.Random(f"{SEED}:{kind}"), SECONDS_PER_CASE)
+    assert tally.inputs == CASES_PER_KIND
+    assert [f"{f.outcome}: {f.seed} {f.mutation}: {f.error}" for f in tally.failures] == []
