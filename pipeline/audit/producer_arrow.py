@@ -4,9 +4,12 @@
 (topic, partition, broker, segment base offset, position), i.e. each audited replica in file order. A
 replica's rows can span batches, and both its file-order state and its producers' transaction version are
 conclusions over all of them, so the rows of the last replica of a batch wait for the next batch. The file
-order state is computed as received (pipeline.audit.file_order); the rows are then put in producer order
-(producer id, producer row, offset) in memory and walked by the compiled kernel. Memory holds one piece at a
-time: the replica that spans Arrow batches, if any, and the whole replicas of one batch.
+order state is computed as received (pipeline.audit.file_order); the compiled kernel then walks the rows in
+producer order (producer id, producer row, offset) through a permutation of the few columns it reads, and the
+rows go back out in the order received, a record batch at a time with their slice of the kernel's output.
+Memory holds one piece at a time (the replica that spans Arrow batches, if any, and the whole replicas of one
+batch) and, besides its rows, about 300 bytes per row of kernel input and output: never a second copy of the
+rows, which a large replica (a 2 GiB segment is millions of rows) could not afford.
 """
 
 from __future__ import annotations
@@ -69,13 +72,20 @@ def version_labels(version_mode: int) -> pa.Array:
 def replay_replicas(
     batches: Iterator[pa.RecordBatch], *, expiration_ms: int, version_mode: int, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """The `mapInArrow` function: every input row once, with the file-order and producer-state columns added."""
+    """The `mapInArrow` function: every input row once, in the order received, with the file-order and
+    producer-state columns added."""
     for rows in whole_groups(batches, REPLICA_KEY):
         starts = _group_starts(rows, REPLICA_KEY)
         for name, column in file_order_columns(rows, starts).items():
             rows = rows.append_column(name, column)
-        in_producer_order = rows.take(producer_order(rows, np.cumsum(starts)))
-        yield from replay_table(in_producer_order, expiration_ms, version_mode, schema).to_batches(OUTPUT_ROWS)
+        order = producer_order(rows, np.cumsum(starts))
+        longs, flags = producer_state(rows, order, expiration_ms, version_mode)
+        row_of = np.empty_like(order)
+        row_of[order] = np.arange(len(order))  # where each received row is in producer order
+        for start in range(0, rows.num_rows, OUTPUT_ROWS):
+            at = row_of[start : start + OUTPUT_ROWS]
+            piece = with_state(rows.slice(start, OUTPUT_ROWS), longs[:, at], flags[:, at], version_mode, schema)
+            yield from piece.to_batches()
 
 
 def producer_order(rows: pa.Table, replica: np.ndarray) -> np.ndarray:
@@ -124,22 +134,35 @@ def _trailing_group_start(batch: pa.RecordBatch, key: list[str]) -> int:
     return int(differs[-1]) + 1 if differs.size else 0
 
 
-def replay_table(rows: pa.Table, expiration_ms: int, version_mode: int, schema: pa.Schema) -> pa.Table:
-    """Run the kernel over whole producers and append its columns, typed as `schema` says."""
-    longs, flags = K.replay_producers(
-        _group_starts(rows, GROUP_KEY),
-        _row_flags(rows),
-        _marker_codes(rows),
-        int64_values(rows, "producer_epoch"),
-        int64_values(rows, "control_type"),
-        int64_values(rows, "coordinator_epoch"),
-        int64_values(rows, "base_offset"),
-        int64_values(rows, "max_timestamp"),
-        int64_values(rows, "base_sequence"),
-        int64_values(rows, "last_sequence"),
+def producer_state(
+    rows: pa.Table, order: np.ndarray, expiration_ms: int, version_mode: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's (int64 outputs, int8 flags) for the rows taken in `order`, which groups whole producers."""
+    return K.replay_producers(
+        _group_starts(rows.select(GROUP_KEY).take(order), GROUP_KEY),
+        _row_flags(rows)[order],
+        _marker_codes(rows)[order],
+        *(
+            int64_values(rows, name)[order]
+            for name in (
+                "producer_epoch",
+                "control_type",
+                "coordinator_epoch",
+                "base_offset",
+                "max_timestamp",
+                "base_sequence",
+                "last_sequence",
+            )
+        ),
         expiration_ms,
         version_mode,
     )
+
+
+def with_state(
+    rows: pa.Table, longs: np.ndarray, flags: np.ndarray, version_mode: int, schema: pa.Schema
+) -> pa.Table:
+    """`rows` with the kernel's outputs for them (one column of `longs` and `flags` per row), typed as `schema`."""
     columns: dict[str, pa.Array] = {}
     for name, index in _LONG_COLUMNS.items():
         values = longs[index]

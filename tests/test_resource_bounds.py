@@ -1,0 +1,189 @@
+"""Resource bounds, scaled down from benchmarks/bounds_suite.py so they run on every CI build without Spark.
+
+A length field claiming 2 GiB must cost what the file holds, not what the field claims; thousands of partition
+dirs must be listed in one pass whatever their number; and a partition of many producers must be replayed
+without the Python worker copying the partition's rows.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pipeline.audit.replay import FILE_ORDER, REPLICA, replay_input
+from pipeline.config import AuditSettings, IngestSettings, Settings
+from pipeline.sources.dispatch import read_inputs
+from pipeline.sources import segments
+from pipeline.sources.kafka_format import iter_decoded, next_entry_start
+from pipeline.sources.segments import SegmentFile, decode_file, discover_segments
+from schemas.batches import STATUS_OK, STATUS_TRUNCATED
+from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
+
+REPO = Path(__file__).resolve().parent.parent
+MIB = 1 << 20
+
+
+def _load_bounds_inputs():
+    spec = importlib.util.spec_from_file_location("bounds_inputs", REPO / "benchmarks" / "bounds_inputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bounds_inputs = _load_bounds_inputs()
+
+
+class RecordingFile:
+    """A file read through `read`/`read_at` callables that remember the largest request."""
+
+    def __init__(self, path: Path) -> None:
+        self.data = path.read_bytes()
+        self.position = 0
+        self.largest_request = 0
+
+    def read(self, size: int) -> bytes:
+        self.largest_request = max(self.largest_request, size)
+        chunk = self.data[self.position : self.position + size]
+        self.position += len(chunk)
+        return chunk
+
+    def read_at(self, size: int, position: int) -> bytes:
+        self.largest_request = max(self.largest_request, size)
+        return self.data[position : position + size]
+
+
+@pytest.fixture(scope="module")
+def claims(tmp_path_factory) -> list[Path]:
+    return bounds_inputs.huge_claims(tmp_path_factory.mktemp("claims"), batches=1000)
+
+
+@pytest.mark.parametrize("partition", [0, 1], ids=["last batch claims 2 GiB", "first batch claims 2 GiB"])
+def test_a_batch_claiming_2_gib_costs_what_the_file_holds(claims, partition):
+    segment = claims[partition]
+    size = segment.stat().st_size
+    list(iter_decoded(RecordingFile(segment).read, size))  # the kernels load before memory is traced
+    file = RecordingFile(segment)
+    tracemalloc.start()
+    try:
+        rows = pa.concat_tables(iter_decoded(file.read, size))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert file.largest_request <= size
+    assert peak < 16 * MIB
+    claimant = rows.num_rows - 1
+    assert rows["entry_status"].to_pylist() == [STATUS_OK] * claimant + [STATUS_TRUNCATED]
+    assert rows["position"][claimant].as_py() == claimant * (size // 1000)
+    assert "declares 214748" in rows["entry_note"][claimant].as_py()
+
+
+def test_a_range_after_a_2_gib_claim_reads_headers_only(claims):
+    """The task of a byte range behind the claim walks the chain from the file start and stops at the claim."""
+    segment = claims[1]
+    size = segment.stat().st_size
+    file = RecordingFile(segment)
+    assert next_entry_start(file.read_at, size, size // 2) is None
+    assert file.largest_request <= size
+    descriptor = SegmentFile(str(segment), "claims", 1, 0, 0, size, start=size // 2)
+    assert list(decode_file(descriptor)) == []
+
+
+class CountingFileSystem:
+    """Passes calls to a pyarrow filesystem and counts them by name."""
+
+    def __init__(self, filesystem) -> None:
+        self.filesystem = filesystem
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name):
+        method = getattr(self.filesystem, name)
+
+        def counted(*args, **kwargs):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return method(*args, **kwargs)
+
+        return counted
+
+
+@pytest.fixture(scope="module")
+def wide_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("wide")
+    bounds_inputs.many_partitions(root, 2000, batches=1)
+    return root
+
+
+def test_thousands_of_partition_dirs_are_listed_in_one_pass(wide_root, monkeypatch):
+    counting = []
+
+    def resolve(location):
+        filesystem, path = segments.pafs.LocalFileSystem(), location
+        counting.append(CountingFileSystem(filesystem))
+        return counting[-1], path
+
+    monkeypatch.setattr(segments, "resolve", resolve)
+    found = discover_segments([str(wide_root)], IngestSettings()).segments
+    assert len(found) == 2000
+    assert {segment.broker_id for segment in found} == {0}
+    assert len(counting) == 1
+    # the root's type, one recursive listing, and one meta.properties read for the one log dir
+    assert counting[0].calls == {"get_file_info": 2, "open_input_stream": 1}
+
+
+
+REPLAY_MEMORY = """
+import sys
+import pyarrow as pa
+from pipeline.audit.producer_arrow import replay_replicas
+
+def resident_kib(field):
+    return int(next(line for line in open("/proc/self/status") if line.startswith(field)).split()[1])
+
+def replay(rows, schema):
+    pieces = rows.to_batches(max_chunksize=10_000)
+    out = replay_replicas(pieces, expiration_ms=86_400_000, version_mode=0, schema=schema)
+    return sum(batch.num_rows for batch in out)
+
+rows = pa.ipc.open_file(sys.argv[1]).read_all().combine_chunks()
+schema = pa.ipc.open_file(sys.argv[2]).schema
+replay(rows.slice(0, 1000), schema)  # the kernels load
+before = resident_kib("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")  # VmHWM restarts from the current resident size
+replayed = replay(rows, schema)
+print(replayed, rows.nbytes, (resident_kib("VmHWM") - before) * 1024)
+"""
+
+
+def test_a_partition_of_50000_producers_is_replayed_without_a_copy_of_its_rows(spark, tmp_path):
+    """The replay pass holds one replica, the partition here. Besides those rows (about 300 bytes each) it
+    allocates the kernel's columns in producer order, about 450 bytes per row; a copy of the rows in producer
+    order, or the output columns of the whole replica at once, would take it past 600."""
+    root = tmp_path / "root"
+    bounds_inputs.many_producers(root, 50_000)
+    rows_df = replay_input(read_inputs(spark, [str(root)], Settings()), AuditSettings())
+    rows = rows_df.toArrow().sort_by([(name, "ascending") for name in [*REPLICA, *FILE_ORDER]])
+    schema = to_arrow_schema(
+        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
+    )
+    rows_file, schema_file = tmp_path / "rows.arrow", tmp_path / "schema.arrow"
+    with pa.ipc.new_file(rows_file, rows.schema) as writer:
+        writer.write_table(rows)
+    pa.ipc.new_file(schema_file, schema).close()
+    measured = subprocess.run(
+        [sys.executable, "-c", REPLAY_MEMORY, str(rows_file), str(schema_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    replayed, input_bytes, grown = map(int, measured.stdout.split())
+    assert replayed == rows.num_rows == 50_000
+    assert input_bytes / replayed > 200
+    assert grown / replayed < 600
