@@ -23,6 +23,13 @@ from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources import segments
 from pipeline.sources.kafka_format import iter_decoded, next_entry_start
+from pipeline.sources.partition_files import (
+    TEXT_FILE_MAX_BYTES,
+    _checkpoint_rows,
+    _leader_epoch_rows,
+    _partition_metadata_rows,
+    discover_partition_files,
+)
 from pipeline.sources.segments import SegmentFile, decode_file, discover_segments
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
@@ -187,3 +194,32 @@ def test_a_partition_of_50000_producers_is_replayed_without_a_copy_of_its_rows(s
     assert replayed == rows.num_rows == 50_000
     assert input_bytes / replayed > 200
     assert grown / replayed < 600
+
+
+@pytest.mark.parametrize(
+    "name", ["leader-epoch-checkpoint", "partition.metadata", "recovery-point-offset-checkpoint"]
+)
+def test_a_huge_text_file_is_one_problem_naming_it_not_a_whole_read(tmp_path, name):
+    """A sparse 80 MiB file where a checkpoint belongs: read whole, its one line would be quoted in the problem."""
+    log_dir = tmp_path / "broker-0"
+    bounds_inputs.many_partitions(tmp_path, 1)
+    huge = (log_dir if name.endswith("offset-checkpoint") else log_dir / "wide-0") / name
+    with huge.open("wb") as file:
+        file.truncate(TEXT_FILE_MAX_BYTES + 16 * MIB)
+    files = discover_partition_files([str(log_dir)], IngestSettings()).files
+    descriptor = next(file for file in files if file.location == str(huge))
+    read = {
+        "leader-epoch-checkpoint": _leader_epoch_rows,
+        "partition.metadata": _partition_metadata_rows,
+        "recovery-point-offset-checkpoint": _checkpoint_rows,
+    }[name]
+    tracemalloc.start()
+    try:
+        rows = read(descriptor)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * MIB
+    assert len(rows) == 1
+    assert rows[0]["source_file"] == str(huge)
+    assert f"it holds {TEXT_FILE_MAX_BYTES + 16 * MIB} bytes" in rows[0]["problem"]

@@ -85,6 +85,9 @@ _OFFSET_NAMED = re.compile(r"^\d+\.")
 _LOG_DIR_FILES = {META_PROPERTIES, ".kafka_cleanshutdown", "bootstrap.checkpoint", *CHECKPOINT_KINDS}
 _INT64_MAX = 2**63 - 1
 FILES_PER_TASK = 64  # these files are small: a Spark task costs more than reading one
+# Checkpoints and partition.metadata hold a line per epoch or partition: a few KiB, a few MiB for a log dir of
+# 100,000 partitions. A larger file is no such file, and reading it whole could exhaust a worker's memory.
+TEXT_FILE_MAX_BYTES = 64 * 1024 * 1024
 
 TXN_INDEX_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
 SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, CRC-32C of bytes [6, EOF), entry count
@@ -745,15 +748,22 @@ def _decode_files(
                 yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
 
 
-def _read(location: str) -> bytes:
+class FileTooLarge(OSError):
+    """A file larger than any of its kind: reported as unreadable instead of read."""
+
+
+def _read(location: str, max_bytes: int | None = None) -> bytes:
     filesystem, path = resolve(location)
     with filesystem.open_input_file(path) as source:
+        size = source.size()
+        if max_bytes is not None and size > max_bytes:
+            raise FileTooLarge(f"it holds {size} bytes, more than the {max_bytes} this kind of file can need")
         return source.read()
 
 
 def _read_text(location: str) -> str:
     """Kafka writes these files in UTF-8; other bytes become replacement characters in malformed lines."""
-    return _read(location).decode("utf-8", errors="replace")
+    return _read(location, TEXT_FILE_MAX_BYTES).decode("utf-8", errors="replace")
 
 
 def _unreadable(location: str, exc: OSError) -> str:
