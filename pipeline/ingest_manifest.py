@@ -52,6 +52,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
+from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.store import TableStore
 from schemas.batches import BATCHES, STATUS_UNREADABLE
 from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
@@ -219,8 +220,6 @@ def entry_hashes(location: str, last_position: int | None) -> tuple[str | None, 
 
     (None, None) when the file cannot be read, which never matches a recorded hash.
     """
-    from pipeline.sources.segments import resolve
-
     try:
         filesystem, path = resolve(location)
         with filesystem.open_input_file(path) as source:
@@ -241,7 +240,8 @@ def _hash_at(source: pa.NativeFile, position: int | None, size: int) -> str:
 def _with_entry_hashes(files: DataFrame) -> DataFrame:
     """`files` (`location`, `last_batch_position`, ...) with `first_batch_hash` and `last_batch_hash` added."""
     schema = T.StructType([*files.schema.fields, *_HASH_FIELDS])
-    return files.mapInArrow(partial(_append_entry_hashes, to_arrow_schema(schema)), schema)
+    append = shipped(files.sparkSession, partial(_append_entry_hashes, to_arrow_schema(schema)))
+    return files.mapInArrow(append, schema)
 
 
 def _append_entry_hashes(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

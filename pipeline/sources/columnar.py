@@ -10,23 +10,45 @@ from __future__ import annotations
 from functools import reduce
 from pathlib import PurePosixPath
 
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipeline.errors import InputError
+from pipeline.sources.filesystems import S3_SCHEMES, uri_scheme
 from schemas.batches import BATCHES
 
 SOURCE_FORMAT = "columnar"
 FORMATS_BY_SUFFIX = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv"}
 
+_S3A_FILESYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 _INTEGRAL_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
 
 def columnar_format(path: str) -> str | None:
     """The Spark data source for a file name, by its suffix (case-insensitive); None when not columnar."""
     return FORMATS_BY_SUFFIX.get(PurePosixPath(path).suffix.lower())
+
+
+def require_spark_filesystem(spark: SparkSession, path: str) -> None:
+    """Fail before any Spark work on a URI that Spark's data sources cannot open: they go through Hadoop's
+    FileSystem, unlike the other readers, and s3:// or s3a:// need the hadoop-aws jar for that."""
+    scheme = uri_scheme(path)
+    if scheme is None:
+        return
+    jvm = spark._jvm
+    try:
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark._jsc.hadoopConfiguration())
+    except Py4JJavaError:
+        hint = "make the scheme available to Spark, or copy the export to a local or HDFS path"
+        if scheme in S3_SCHEMES:
+            hadoop_aws = f"org.apache.hadoop:hadoop-aws:{jvm.org.apache.hadoop.util.VersionInfo.getVersion()}"
+            impl = "" if scheme == "s3a" else f" and spark.hadoop.fs.{scheme}.impl={_S3A_FILESYSTEM}"
+            hint = f"add --packages {hadoop_aws} (with its AWS SDK bundle){impl}, or copy the export to a local path"
+        message = f"columnar exports are read by Spark, which has no Hadoop FileSystem for {scheme}:// here; {hint}"
+        raise InputError(path, message) from None
 
 
 def _castable(source: T.DataType, target: T.DataType) -> bool:

@@ -1,7 +1,8 @@
 """One entry point for every kind of input: Kafka log directories, dump text and columnar exports.
 
-Inputs are classified on the driver from file listings alone (Hadoop FileSystem, so local paths and
-URIs such as s3a:// or abfss:// behave alike); no file content is read here.
+Inputs are classified on the driver from file listings alone, through the pyarrow filesystems the readers
+open them with (`filesystems.resolve`), so local paths and URIs such as s3:// or s3a:// behave alike; no file
+content is read here.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from functools import reduce
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from py4j.java_gateway import JavaObject
-from py4j.protocol import Py4JJavaError
+import pyarrow as pa
+from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, read_columnar
+from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, read_columnar, require_spark_filesystem
 from pipeline.sources.dumplog import read_dumplog, read_dumplog_offset_commit_records, read_dumplog_transaction_log
+from pipeline.sources.filesystems import configure, resolve
 from schemas.offset_commits import GROUP_METADATA_KEY_VERSION
 
 if TYPE_CHECKING:
@@ -56,76 +58,72 @@ def _is_hidden(relative_path: str) -> bool:
     return any(part.startswith((".", "_")) for part in relative_path.split("/"))
 
 
-class _Lister:
-    """Driver-side listing through the Hadoop FileSystem of each path's scheme."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        self._jvm = spark._jvm
-        self._hadoop_conf = spark._jsc.hadoopConfiguration()
-
-    def classify(self, path: str, plan: InputPlan) -> None:
-        try:
-            jpath = self._jvm.org.apache.hadoop.fs.Path(path)
-            fs = jpath.getFileSystem(self._hadoop_conf)
-            if not fs.exists(jpath):
-                raise InputError(path, "does not exist")
-            if fs.getFileStatus(jpath).isFile():
-                self._classify_file(path, plan)
-            else:
-                self._classify_directory(path, fs, jpath, plan)
-        except Py4JJavaError as exc:
-            raise InputError(path, f"cannot be listed: {exc.java_exception.getMessage()}") from None
-
-    @staticmethod
-    def _classify_file(path: str, plan: InputPlan) -> None:
-        if _is_dump(path):
-            plan.dump_files.append(path)
-        elif columnar_format(path):
-            plan.columnar_paths.append(path)
+def _classify(path: str, plan: InputPlan) -> None:
+    """Driver-side listing through the pyarrow filesystem of the path, as the readers open it."""
+    try:
+        filesystem, fs_path = resolve(path)
+        info = filesystem.get_file_info(fs_path)
+        if info.type == pafs.FileType.NotFound:
+            raise InputError(path, "does not exist")
+        if info.type == pafs.FileType.File:
+            _classify_file(path, plan)
         else:
-            raise InputError(path, f"unrecognised file type; {ACCEPTED}")
+            _classify_directory(path, filesystem, fs_path.rstrip("/"), plan)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(path, f"cannot be listed: {exc}") from None
 
-    @staticmethod
-    def _classify_directory(path: str, fs: JavaObject, jpath: JavaObject, plan: InputPlan) -> None:
-        root = fs.makeQualified(jpath).toString().rstrip("/")
-        dumps: list[str] = []
-        columnar: list[str] = []
-        others = 0
-        files = fs.listFiles(jpath, True)
-        while files.hasNext():
-            file_path = files.next().getPath()
-            name, parent = file_path.getName(), file_path.getParent().getName()
-            if _SEGMENT_FILE.fullmatch(name) and _PARTITION_DIR.fullmatch(parent):
-                # Kafka data: the segment reader walks the directory itself.
-                plan.segment_roots.append(path)
-                return
-            relative = file_path.toString()[len(root) + 1 :]
-            if _is_hidden(relative):
-                continue
-            display = f"{path.rstrip('/')}/{relative}"
-            if _is_dump(name):
-                dumps.append(display)
-            elif columnar_format(name):
-                columnar.append(display)
-            else:
-                others += 1
-        if not dumps and not columnar:
-            raise InputError(path, f"holds no Kafka segments, dump text or columnar files; {ACCEPTED}")
-        plan.dump_files.extend(dumps)
-        # A directory of one columnar format is read as one data set (partition directories included).
-        single_format = len({columnar_format(file) for file in columnar}) == 1
-        if columnar and not dumps and not others and single_format:
-            plan.columnar_paths.append(path)
+
+def _classify_file(path: str, plan: InputPlan) -> None:
+    if _is_dump(path):
+        plan.dump_files.append(path)
+    elif columnar_format(path):
+        plan.columnar_paths.append(path)
+    else:
+        raise InputError(path, f"unrecognised file type; {ACCEPTED}")
+
+
+def _classify_directory(path: str, filesystem: pafs.FileSystem, base: str, plan: InputPlan) -> None:
+    root_name = base.rpartition("/")[2]
+    dumps: list[str] = []
+    columnar: list[str] = []
+    others = 0
+    for entry in filesystem.get_file_info(pafs.FileSelector(base, recursive=True)):
+        if entry.type != pafs.FileType.File:
+            continue
+        relative = entry.path[len(base) + 1 :]
+        *dirs, name = relative.split("/")
+        if _SEGMENT_FILE.fullmatch(name) and _PARTITION_DIR.fullmatch(dirs[-1] if dirs else root_name):
+            # Kafka data: the segment reader walks the directory itself.
+            plan.segment_roots.append(path)
+            return
+        if _is_hidden(relative):
+            continue
+        display = f"{path.rstrip('/')}/{relative}"
+        if _is_dump(name):
+            dumps.append(display)
+        elif columnar_format(name):
+            columnar.append(display)
         else:
-            plan.columnar_paths.extend(columnar)
+            others += 1
+    if not dumps and not columnar:
+        raise InputError(path, f"holds no Kafka segments, dump text or columnar files; {ACCEPTED}")
+    plan.dump_files.extend(dumps)
+    # A directory of one columnar format is read as one data set (partition directories included).
+    single_format = len({columnar_format(file) for file in columnar}) == 1
+    if columnar and not dumps and not others and single_format:
+        plan.columnar_paths.append(path)
+    else:
+        plan.columnar_paths.extend(columnar)
 
 
 def classify_inputs(spark: SparkSession, inputs: list[str]) -> InputPlan:
     """Sort inputs by reader; raises InputError for a missing or unrecognised input."""
+    configure(spark)
     plan = InputPlan()
-    lister = _Lister(spark)
     for path in inputs:
-        lister.classify(path, plan)
+        _classify(path, plan)
+    for path in plan.columnar_paths:
+        require_spark_filesystem(spark, path)
     # An input named twice is read once.
     return InputPlan(
         segment_roots=list(dict.fromkeys(plan.segment_roots)),

@@ -42,13 +42,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.sources.filesystems import resolve, shipped
 from schemas.batches import BATCHES, STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC, GROUP_METADATA_KEY_VERSION, OFFSET_COMMITS
 from schemas.transaction_log import (
@@ -1148,31 +1148,21 @@ def has_dump_header(text: str) -> bool:
 
 # --- Spark readers ------------------------------------------------------------------------------------
 
+_DUMP_FILE = T.StructType([T.StructField("path", T.StringType(), False)])
 
-def _qualified_names(spark: SparkSession, paths: Sequence[str]) -> dict[str, str]:
-    """Map each file's URI as Spark reports it back to the path the caller gave, checking it is a dump.
 
-    Only the first HEADER_PEEK_BYTES of each file are read, on the driver.
-    """
-    jvm = spark._jvm
-    hadoop_conf = spark._jsc.hadoopConfiguration()
-    names: dict[str, str] = {}
+def _check_dump_headers(paths: Sequence[str]) -> None:
+    """Raise InputError for a path that cannot be read or is no dump; only the first HEADER_PEEK_BYTES are read."""
     for path in paths:
         try:
-            jpath = jvm.org.apache.hadoop.fs.Path(path)
-            fs = jpath.getFileSystem(hadoop_conf)
-            stream = fs.open(jpath)
-            try:
-                head = bytes(stream.readNBytes(HEADER_PEEK_BYTES))
-            finally:
-                stream.close()
-            names[fs.makeQualified(jpath).toString()] = path
-        except Py4JJavaError as exc:
-            raise InputError(path, f"cannot be read: {exc.java_exception.getMessage()}") from None
+            filesystem, fs_path = resolve(path)
+            with filesystem.open_input_stream(fs_path) as stream:
+                head = stream.read(HEADER_PEEK_BYTES)
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(path, f"cannot be read: {exc}") from None
         # A partial last line at the cut is harmless: the header is at the top.
         if not has_dump_header(head.decode("utf-8", errors="replace")):
             raise InputError(path, "not kafka-dump-log output: no `Dumping <file>` line at the top")
-    return names
 
 
 def _map_dumps(
@@ -1185,21 +1175,23 @@ def _map_dumps(
     """Parse every file in one task of its own (files are read whole) and emit `rows_of` each parse."""
     if not paths:
         return spark.createDataFrame([], schema)
-    names = _qualified_names(spark, paths)
+    _check_dump_headers(paths)
     arrow_schema = to_arrow_schema(schema)
     skip = tuple(skip_dir_suffixes)
 
     def parse_files(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for uri, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True):
-                source_file = names.get(uri, uri)
-                parsed = parse_dump(content.decode("utf-8", errors="replace"), source_file, skip_dir_suffixes=skip)
-                rows = rows_of(parsed, source_file)
+            for path in batch.column("path").to_pylist():
+                filesystem, fs_path = resolve(path)
+                with filesystem.open_input_stream(fs_path) as stream:
+                    content = stream.read()
+                parsed = parse_dump(content.decode("utf-8", errors="replace"), path, skip_dir_suffixes=skip)
+                rows = rows_of(parsed, path)
                 if rows:
                     yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
 
-    files = spark.read.format("binaryFile").load(list(paths)).select("path", "content")
-    return files.mapInArrow(parse_files, schema)
+    files = spark.sparkContext.parallelize([(path,) for path in paths], len(paths))
+    return spark.createDataFrame(files, _DUMP_FILE).mapInArrow(shipped(spark, parse_files), schema)
 
 
 def read_dumplog(spark: SparkSession, paths: list[str], settings: Settings) -> DataFrame:

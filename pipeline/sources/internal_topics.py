@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
+from pipeline.sources.filesystems import resolve, shipped
 from pipeline.sources.kafka_format import iter_decoded, next_entry_start
 from pipeline.sources.records import RecordError, iter_records
 from pipeline.sources.segments import (
@@ -35,7 +36,6 @@ from pipeline.sources.segments import (
     SOURCE_FORMAT,
     SegmentFile,
     discover_segments,
-    resolve,
     split_segment,
 )
 from schemas.batches import STATUS_OK
@@ -438,7 +438,7 @@ def read_internal_segments(spark: SparkSession, roots: list[str], settings: Sett
             continue
         log.info("decoding the records of %d %s segment files", len(segments), topic)
         decode = partial(_decode_descriptors, rows_of_entry, transactional_only, to_arrow_schema(schema))
-        frames.append(spark.createDataFrame(ranges, SEGMENT_DESCRIPTOR).mapInArrow(decode, schema))
+        frames.append(spark.createDataFrame(ranges, SEGMENT_DESCRIPTOR).mapInArrow(shipped(spark, decode), schema))
     transaction_log, offset_commit_records = frames
     return transaction_log, offset_commit_records
 

@@ -35,13 +35,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import IngestSettings, Settings
 from pipeline.sources.dumplog import SOURCE_FORMAT as DUMPLOG_FORMAT
+from pipeline.sources.filesystems import resolve, shipped
 from pipeline.sources.kafka_format import (
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
 )
-from pipeline.sources.segments import META_PROPERTIES, PARTITION_DIR, RootListing, list_root, resolve
+from pipeline.sources.segments import META_PROPERTIES, PARTITION_DIR, RootListing, list_root
 from pipeline.sources.segments import SOURCE_FORMAT as SEGMENT_FORMAT
 from schemas.checkpoints import CHECKPOINT_KINDS, CHECKPOINTS
 from schemas.file_problems import (
@@ -689,7 +690,7 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
         # costs more than reading one: fewer tasks for fewer files, merged without a shuffle.
         descriptors = spark.createDataFrame([astuple(file) for file in files], FILE_DESCRIPTOR)
         descriptors = descriptors.coalesce(math.ceil(len(files) / FILES_PER_TASK))
-        return descriptors.mapInArrow(partial(_decode_files, decode, to_arrow_schema(schema)), schema)
+        return descriptors.mapInArrow(shipped(spark, partial(_decode_files, decode, to_arrow_schema(schema))), schema)
 
     leader_epochs = decoded((LEADER_EPOCH_CHECKPOINT,), _leader_epoch_rows, LEADER_EPOCHS)
     partition_metadata = decoded((PARTITION_METADATA_FILE,), _partition_metadata_rows, PARTITION_METADATA)

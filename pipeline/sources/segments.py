@@ -1,15 +1,14 @@
 """Spark ingestion of Kafka log directories into the `batches` table shape.
 
 The driver only lists directories and reads `meta.properties`; segment bytes are read and decoded on the
-executors inside `mapInArrow`, so the driver never holds segment bytes or batch rows. Local paths and any
-pyarrow filesystem URI (`s3://`, `gs://`, `hdfs://`, `file://` ...) go through the same code.
+executors inside `mapInArrow`, so the driver never holds segment bytes or batch rows. Local paths and URIs
+(`s3://`, `s3a://`, `gs://`, `hdfs://`, `file://` ...) go through the same code (`filesystems.resolve`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import astuple, dataclass, replace
@@ -23,6 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import IngestSettings, Settings
 from pipeline.errors import InputError
+from pipeline.sources.filesystems import resolve, shipped, uri_scheme
 from pipeline.sources.kafka_format import DECODED_SCHEMA, iter_decoded, next_entry_start
 from schemas.batches import BATCHES, STATUS_UNREADABLE
 
@@ -32,7 +32,6 @@ SOURCE_FORMAT = "segment"
 META_PROPERTIES = "meta.properties"
 SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:")  # two letters at least, so C:\ stays a local path
 _META_PROPERTIES_MAX_BYTES = 64 * 1024
 _PROPERTY_LINE = re.compile(r"^[ \t]*([^#!\s=:]+)[ \t]*[=:][ \t]*(.*?)[ \t]*$", re.MULTILINE)
 _DIR_SUFFIX_MEANING = {
@@ -90,13 +89,6 @@ class Discovery:
     skipped: list[SkippedDir]
 
 
-def resolve(location: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem and path of a local path or URI."""
-    if _URI_SCHEME.match(location):
-        return pafs.FileSystem.from_uri(location)
-    return pafs.LocalFileSystem(), os.path.abspath(location)
-
-
 def discover_segments(roots: list[str], ingest: IngestSettings) -> Discovery:
     """Find the segment files under each root, on the driver, without reading them.
 
@@ -147,7 +139,7 @@ def read_segments(
     tasks_ranges = [[astuple(piece) for piece in ranges[task::tasks]] for task in range(tasks)]
     rows = spark.sparkContext.parallelize(tasks_ranges, tasks).flatMap(lambda task_ranges: task_ranges)
     decode = partial(decode_descriptors, verify_records=settings.ingest.verify_records)
-    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(decode, BATCHES)
+    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(shipped(spark, decode), BATCHES)
 
 
 def split_segment(segment: SegmentFile, split_bytes: int) -> list[SegmentFile]:
@@ -259,7 +251,7 @@ def list_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) ->
     if info.type != pafs.FileType.Directory:
         raise InputError(root, "log root is not a directory")
     base = path.rstrip("/")
-    location = root if _URI_SCHEME.match(root) else base
+    location = root if uri_scheme(root) else base
     infos = _list_files(filesystem, base, location, skip_suffixes, skipped)
     return RootListing(
         filesystem,
