@@ -11,9 +11,11 @@ import logging
 import os
 import re
 import secrets
+import signal
 import sys
 import tempfile
 import textwrap
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime, timedelta
@@ -311,8 +313,8 @@ def _execute(args: argparse.Namespace) -> int:
     run_id = new_run_id()
     # Writers take the warehouse lock before Spark starts, so a second run fails at once.
     lock = WarehouseLock(settings.warehouse, run_id, args.command) if args.command in WRITER_COMMANDS else None
-    with lock if lock is not None else nullcontext():
-        owns_session = SparkSession.getActiveSession() is None
+    owns_session = SparkSession.getActiveSession() is None
+    with _terminated_as_error(owns_session), lock if lock is not None else nullcontext():
         spark = build_session(settings)
         try:
             store = TableStore(spark, settings.warehouse, backend=settings.delta.backend)
@@ -328,6 +330,28 @@ def _execute(args: argparse.Namespace) -> int:
     if code == EXIT_FINDINGS:
         log.info("exit %d: findings at or above %s", code, settings.fail_on)
     return code
+
+
+class Terminated(BaseException):
+    """SIGTERM (a scheduler's timeout, `kill`): unwinds like an error, so the run rolls back and unlocks."""
+
+
+@contextmanager
+def _terminated_as_error(enabled: bool) -> Iterator[None]:
+    """Turn SIGTERM into Terminated while this process owns its Spark session (not inside a notebook)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the roll-back short
+        raise Terminated(signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_report(text: str) -> None:
@@ -385,6 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (InputError, ConfigError) as exc:
             print(f"produce-audit {args.command}: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        except Terminated:
+            log.error("%s terminated by SIGTERM; its commits were rolled back", args.command)
+            return EXIT_INTERNAL
         except Exception:
             log.exception("%s failed", args.command)
             return EXIT_INTERNAL

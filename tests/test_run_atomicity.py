@@ -100,3 +100,27 @@ def test_a_run_killed_after_its_findings_commit_leaves_readers_on_the_previous_r
     assert _published(warehouse)["run_id"] != published["run_id"]
     assert _published_rows(warehouse) == before
     assert not (warehouse / LOCK_FILE).exists()
+
+
+def test_a_terminated_run_rolls_itself_back_and_unlocks(first_run):
+    root, warehouse, _ = first_run
+    published = _published(warehouse)
+    before = _published_rows(warehouse)
+    findings_log = warehouse / "findings" / "_delta_log"
+    committed = len(list(findings_log.glob("*.json")))
+    recorded = {run["run_id"] for run in DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()}
+    terminated = _start_run(root, warehouse, "--full")
+    while len(list(findings_log.glob("*.json"))) == committed and terminated.poll() is None:
+        time.sleep(0.02)
+    terminated.send_signal(signal.SIGTERM)
+    _, err = terminated.communicate(timeout=300)
+
+    assert terminated.returncode == 3, err[-3000:]
+    assert "terminated by SIGTERM; its commits were rolled back" in err.strip().splitlines()[-1]
+    assert not (warehouse / LOCK_FILE).exists()
+    runs = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()
+    assert [run["status"] for run in runs if run["run_id"] not in recorded] == ["failed"]
+    assert _published(warehouse)["run_id"] == published["run_id"]
+    for table in AUDIT_TABLES:  # the latest versions read as the published ones again
+        latest = DeltaTable(str(warehouse / table)).to_pyarrow_table().drop(["run_id"]).to_pylist()
+        assert sorted(json.dumps(row, sort_keys=True, default=str) for row in latest) == before[table], table
