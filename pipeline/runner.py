@@ -20,7 +20,6 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 import schemas
 from pipeline import __version__
@@ -61,21 +60,21 @@ from schemas.transaction_log import TRANSACTION_STATE_TOPIC
 log = logging.getLogger(__name__)
 
 SCRATCH_DIR = LEFTOVER_FOLDERS[0]  # intermediate tables of running audits, under the warehouse
-AUDIT_TABLES = (  # name (also the AuditResult attribute), schema, partition columns
-    ("findings", schemas.FINDINGS, schemas.FINDINGS_PARTITION_BY),
-    ("transactions", schemas.TRANSACTIONS, schemas.TRANSACTIONS_PARTITION_BY),
-    ("producer_state", schemas.PRODUCER_STATE, schemas.PRODUCER_STATE_PARTITION_BY),
-    ("partition_summary", schemas.PARTITION_SUMMARY, schemas.PARTITION_SUMMARY_PARTITION_BY),
-)
+AUDIT_TABLES = {  # name (also the AuditResult attribute): partition columns
+    "findings": schemas.FINDINGS_PARTITION_BY,
+    "transactions": schemas.TRANSACTIONS_PARTITION_BY,
+    "producer_state": schemas.PRODUCER_STATE_PARTITION_BY,
+    "partition_summary": schemas.PARTITION_SUMMARY_PARTITION_BY,
+}
 
-PARTITION_FILE_TABLES = (  # name (also the PartitionFiles attribute), schema, partition columns
-    ("txn_index", schemas.TXN_INDEX, schemas.TXN_INDEX_PARTITION_BY),
-    ("producer_snapshots", schemas.PRODUCER_SNAPSHOTS, schemas.PRODUCER_SNAPSHOTS_PARTITION_BY),
-    ("file_problems", schemas.FILE_PROBLEMS, schemas.FILE_PROBLEMS_PARTITION_BY),
-    ("leader_epochs", schemas.LEADER_EPOCHS, schemas.LEADER_EPOCHS_PARTITION_BY),
-    ("checkpoints", schemas.CHECKPOINTS, schemas.CHECKPOINTS_PARTITION_BY),
-    ("partition_metadata", schemas.PARTITION_METADATA, schemas.PARTITION_METADATA_PARTITION_BY),
-)
+PARTITION_FILE_TABLES = {  # name (also the PartitionFiles attribute): partition columns
+    "txn_index": schemas.TXN_INDEX_PARTITION_BY,
+    "producer_snapshots": schemas.PRODUCER_SNAPSHOTS_PARTITION_BY,
+    "file_problems": schemas.FILE_PROBLEMS_PARTITION_BY,
+    "leader_epochs": schemas.LEADER_EPOCHS_PARTITION_BY,
+    "checkpoints": schemas.CHECKPOINTS_PARTITION_BY,
+    "partition_metadata": schemas.PARTITION_METADATA_PARTITION_BY,
+}
 # the side tables run_audit checks, with their schemas
 AUDITED_FILE_TABLES = {table: schemas.SCHEMAS[table] for table in SIDE_TABLES}
 
@@ -186,7 +185,7 @@ def _ingest(
     store.overwrite_partitions(rows, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
     ingested = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics))
     outcomes = write_manifest(spark, store, segments, ingested, topics, run_id)
-    written = ingested.count()
+    written = store.count("batches", {"topic": topics})
     log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
     log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
     counts = {"batches": written, "topics": len(topics)}
@@ -194,14 +193,19 @@ def _ingest(
     side_files = read_partition_inputs(spark, inputs, settings)
     if side_files is not None:
 
-        def write_side_table(table: str, schema: T.StructType, partition_by: list[str]) -> int:
+        def write_side_table(table: str, partition_by: list[str]) -> int:
             # Only the topics that have batches: a partition without segments has nothing to audit.
             rows = getattr(side_files, table).where(F.col("topic").isin(topics))
             store.overwrite_partitions(rows, table, partition_by, {"topic": topics})
-            return store.read(table, schema=schema).where(F.col("topic").isin(topics)).count()
+            return store.count(table, {"topic": topics})
 
         counts.update(
-            side_by_side({table: partial(write_side_table, table, *spec) for table, *spec in PARTITION_FILE_TABLES})
+            side_by_side(
+                {
+                    table: partial(write_side_table, table, partition_by)
+                    for table, partition_by in PARTITION_FILE_TABLES.items()
+                }
+            )
         )
     counts.update(_ingest_internal_topics(spark, store, settings, inputs, topics))
     return counts
@@ -227,8 +231,7 @@ def _ingest_internal_topics(
             schemas.TRANSACTION_LOG_PARTITION_BY,
             {"topic": [TRANSACTION_STATE_TOPIC]},
         )
-        written = store.read("transaction_log", schema=schemas.TRANSACTION_LOG)
-        counts["transaction_log"] = written.where(F.col("topic") == TRANSACTION_STATE_TOPIC).count()
+        counts["transaction_log"] = store.count("transaction_log", {"topic": [TRANSACTION_STATE_TOPIC]})
     if CONSUMER_OFFSETS_TOPIC in ingested:
         # Persisted because the rows are written and the group metadata among them counted.
         records = internal.offset_commit_records.persist(StorageLevel.MEMORY_AND_DISK)
@@ -243,8 +246,7 @@ def _ingest_internal_topics(
             counts["offset_commits.skipped_group_metadata"] = group_metadata.count()
         finally:
             records.unpersist()
-        written = store.read("offset_commits", schema=schemas.OFFSET_COMMITS)
-        counts["offset_commits"] = written.where(F.col("topic") == CONSUMER_OFFSETS_TOPIC).count()
+        counts["offset_commits"] = store.count("offset_commits", {"topic": [CONSUMER_OFFSETS_TOPIC]})
     log.info("decoded the coordinator-topic records of %s: %s", ", ".join(ingested), counts)
     return counts
 
@@ -268,14 +270,16 @@ def _audit(
     try:
         audited = run_audit(batches, settings.audit, run_id, scratch, reference_time_ms, **side_files)
 
-        def write_output(table: str, schema: T.StructType, partition_by: list[str]) -> int:
+        def write_output(table: str, partition_by: list[str]) -> int:
             output = getattr(audited, table)
             stats.measure(output, table)
             store.overwrite_partitions(output, table, partition_by, {"topic": topics})
-            return store.read(table, schema=schema).where(F.col("run_id") == run_id).count()
+            return store.count(table, {"topic": topics})  # the topics' rows are this run's after the write
 
         result.counts.update(
-            side_by_side({table: partial(write_output, table, *spec) for table, *spec in AUDIT_TABLES})
+            side_by_side(
+                {table: partial(write_output, table, partition_by) for table, partition_by in AUDIT_TABLES.items()}
+            )
         )
     finally:
         scratch.remove()

@@ -160,6 +160,45 @@ def test_overwrite_partitions_replaces_only_named_partitions_and_is_idempotent(s
     assert store.history("batches")[0]["parameters"]["predicate"] == replace_where_predicate({"topic": TOPICS[:2]})
 
 
+def test_count_reads_the_log_and_agrees_with_spark(spark, store):
+    assert store.count("batches") == 0
+    store.overwrite_partitions(frame(spark, TOPICS), "batches", PARTITION_BY, {"topic": TOPICS})
+    store.overwrite_partitions(frame(spark, TOPICS[:1], 7), "batches", PARTITION_BY, {"topic": TOPICS[:1]})
+    store.append(frame(spark, TOPICS[1:2]), "batches", PARTITION_BY)
+    table = store.read("batches", SCHEMA)
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+
+    counts = {
+        "all": store.count("batches"),
+        "one": store.count("batches", {"topic": TOPICS[1:2]}),
+        "escaped": store.count("batches", {"topic": TOPICS[2:]}),
+        "two partitions": store.count("batches", {"topic": TOPICS, "partition": [1]}),
+        "none": store.count("batches", {"topic": ["absent"]}),
+    }
+
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == jobs_before  # no Spark job
+    assert counts == {
+        "all": table.count(),
+        "one": table.where(F.col("topic") == TOPICS[1]).count(),
+        "escaped": table.where(F.col("topic") == TOPICS[2]).count(),
+        "two partitions": table.where(F.col("partition") == 1).count(),
+        "none": 0,
+    }
+
+
+def test_count_of_a_table_without_files_is_zero(spark, store):
+    store.overwrite_partitions(frame(spark, []), "batches", PARTITION_BY, {"topic": TOPICS})
+
+    assert store.count("batches", {"topic": TOPICS}) == store.count("batches") == 0
+
+
+def test_count_falls_back_to_spark_without_file_statistics(spark, store, monkeypatch):
+    store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
+    monkeypatch.setattr("pipeline.tables.store.logged_row_count", lambda location, values=None: None)
+
+    assert store.count("batches", {"topic": TOPICS[:2]}) == 4
+
+
 def test_rows_outside_replaced_partitions_commit_nothing(spark, store):
     store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
     files_before = data_files(store.path("batches"))

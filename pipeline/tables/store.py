@@ -23,6 +23,7 @@ from pipeline.tables.backend import (
     normalize_location,
 )
 from pipeline.tables.files import filesystem, remove_tree
+from pipeline.tables.stats import logged_row_count
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,22 @@ class TableStore:
             return self.spark.createDataFrame([], schema)
         df = self._backend.read(location, schema, version)
         return df if schema is None else df.select(*[column(name) for name in schema.fieldNames()])
+
+    def count(self, table: str, partition_values: dict[str, list] | None = None) -> int:
+        """Rows of the latest snapshot in the listed partitions (all without), from the log's file statistics.
+
+        A count by Spark only when the statistics are missing; 0 for an absent table.
+        """
+        location = self.path(table)
+        if not self._backend.exists(location):
+            return 0
+        logged = logged_row_count(location, partition_values)
+        if logged is not None:
+            return logged
+        rows = self._backend.read(location, None, None)
+        for name, values in (partition_values or {}).items():
+            rows = rows.where(column(name).isin(values))
+        return rows.count()
 
     def history(self, table: str, limit: int | None = None) -> list[dict[str, Any]]:
         """Commits newest first (the last `limit`): version, timestamp (UTC datetime), operation, parameters."""
