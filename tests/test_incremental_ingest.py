@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,11 @@ from pipeline.ingest_manifest import (
 )
 from pipeline.sources.kafka_format import encode_batch, segment_file_name
 from pipeline.sources.segments import SegmentFile, read_segments
+from pipeline.tables.publication import STATUS_SUCCEEDED, table_versions
 from pipeline.tables.store import TableStore
 from schemas.batches import BATCHES
 from schemas.ingest_manifest import INGEST_MANIFEST
+from schemas.runs import RUNS
 
 BATCHES_PER_SEGMENT = 2
 RECORDS_PER_BATCH = 2
@@ -138,6 +141,7 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     skipped_file = str(broker / "orders-0" / segment_file_name(8))
     truncated = store.read("batches", schema=BATCHES).where(f"topic = 'orders' AND source_file != '{skipped_file}'")
     store.overwrite_partitions(truncated, "batches", ["topic"], {"topic": ["orders"]})
+    publish_as_a_run(spark, store, "edit")  # published, so the next run keeps it instead of rolling it back
     assert ingest("run-4", [orders]) == {"new": 0, "reread": 2, "replaced": 1, "skipped": 1, "removed": 0}
     assert topic_rows(store, "batches", BATCHES, "orders") == latest
 
@@ -152,6 +156,17 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
         topic_rows(store, "batches", BATCHES, "payments"),
         topic_rows(store, "ingest_manifest", INGEST_MANIFEST, "payments"),
     ) == other_topic
+
+
+def publish_as_a_run(spark, store: TableStore, run_id: str) -> None:
+    """Record the tables' current versions in `runs`, as a writing run that changed them does last."""
+    now = datetime.now(UTC)
+    row = Row(
+        run_id=run_id, command="ingest", started_at=now, finished_at=now, status=STATUS_SUCCEEDED, inputs=None,
+        reference_time_ms=None, delta_backend=store.backend_name, counts={}, config_json=None, tool_version=None,
+        table_versions=table_versions(store),
+    )  # fmt: skip
+    store.append(spark.createDataFrame([tuple(row[name] for name in RUNS.fieldNames())], RUNS), "runs")
 
 
 def segment(location: str, base_offset: int = 0, size: int = 100, mtime_ns: int | None = 5) -> SegmentFile:
