@@ -103,8 +103,21 @@ ensure_venv() {
     if [[ ! -f "$stamp" || "$ROOT/pyproject.toml" -nt "$stamp" ]]; then
         echo "spark-submit.sh: installing produce-audit into $VENV" >&2
         "$VENV/bin/python" -m pip install --disable-pip-version-check --quiet --editable "$ROOT"
+        echo "spark-submit.sh: recording the JVM class archive (produce-audit prepare)" >&2
+        "$VENV/bin/produce-audit" prepare >&2 || echo "spark-submit.sh: no class archive; runs start without it" >&2
         touch "$stamp"
     fi
+}
+
+# The driver JVM maps the class archive of `produce-audit prepare` (pipeline/class_archive.py) when one exists:
+# the properties file's spark.driver.extraJavaOptions with the archive's flags added. Empty when the command
+# line sets the driver's Java options itself.
+driver_java_options() {
+    local properties="$1" given
+    [[ " ${submit_args[*]-} " =~ (extraJavaOptions|--driver-java-options) ]] && return
+    given="$(awk '$1 == "spark.driver.extraJavaOptions" { $1 = ""; sub(/^ +/, ""); print }' "$properties")"
+    "$VENV/bin/python" -c 'import sys; from pipeline.class_archive import with_archive; print(with_archive(sys.argv[1]))' \
+        "$given"
 }
 
 # Executors import the pipeline and schemas packages from this zip; it is rebuilt on every submit (it is small)
@@ -146,14 +159,21 @@ fi
 export SPARK_MASTER_FROM_SUBMIT=1
 
 py_files="$LIBS_ZIP${user_py_files:+,$user_py_files}"
+properties="${user_properties:-$ROOT/conf/spark-defaults.conf}"
+java_options=()
+if [[ "$master" == local || "$master" == local\[* ]]; then  # a driver on this machine, where the archive is
+    options="$(driver_java_options "$properties")"
+    [[ -n "$options" ]] && java_options=(--conf "spark.driver.extraJavaOptions=$options")
+fi
 # spark-submit merges the Python driver's stderr into its stdout, so progress lines would mix into the report.
 # Everything the job prints goes to stderr here; the report alone is written to a file and printed at the end.
 report="$(mktemp)"
 trap 'rm -f "$report"' EXIT
 set +e
 PRODUCE_AUDIT_REPORT_FILE="$report" "$VENV/bin/spark-submit" \
-    --properties-file "${user_properties:-$ROOT/conf/spark-defaults.conf}" \
+    --properties-file "$properties" \
     --master "$master" \
+    ${java_options[@]+"${java_options[@]}"} \
     --py-files "$py_files" \
     ${submit_args[@]+"${submit_args[@]}"} \
     "$ROOT/jobs/$job.py" "$@" 1>&2

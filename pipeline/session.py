@@ -8,6 +8,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from pipeline.class_archive import JAVA_OPTIONS, with_archive
 from pipeline.config import Settings
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,9 @@ def build_session(settings: Settings) -> SparkSession:
     builder = SparkSession.builder.appName(settings.spark.app_name)
     if settings.spark.master and not os.environ.get("SPARK_MASTER_FROM_SUBMIT"):
         builder = builder.master(settings.spark.master)
-    for key, value in settings.spark.conf.items():
+    conf = dict(settings.spark.conf)
+    conf[JAVA_OPTIONS] = with_archive(conf.get(JAVA_OPTIONS, ""))  # the JVM starts here: let it map the archive
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -19,12 +19,15 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from pipeline.class_archive import JAVA_OPTIONS, with_archive
     from pipeline.config import load_settings
 
     # The shipped Spark settings (conf/local.yaml: the 1 GiB driver, the JVM flags), so the suite runs what
     # users run; only the UI is off and the parallelism fixed.
     builder = SparkSession.builder.master("local[2]").appName("produce-audit-tests")
-    for key, value in load_settings(None).spark.conf.items():
+    conf = dict(load_settings(None).spark.conf)
+    conf[JAVA_OPTIONS] = with_archive(conf.get(JAVA_OPTIONS, ""))  # as build_session starts it
+    for key, value in conf.items():
         builder = builder.config(key, value)
     session = (
         builder.config("spark.sql.shuffle.partitions", "4")

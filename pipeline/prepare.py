@@ -1,0 +1,50 @@
+"""`produce-audit prepare`: the installation step that records the JVM class archive (pipeline.class_archive).
+
+It audits the bundled sample once, in a temporary folder, in a JVM started with -XX:ArchiveClassesAtExit; that
+JVM writes the archive as it exits, which it does when its standard input closes. The archive is written under
+a temporary name and moved into place whole, so a session never maps a half-written one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from pyspark import SparkContext
+
+from pipeline import runner
+from pipeline.class_archive import JAVA_OPTIONS, archive_path, recording
+from pipeline.config import Settings
+from pipeline.samples import generate
+from pipeline.session import build_session
+from pipeline.tables.store import TableStore
+
+log = logging.getLogger(__name__)
+JVM_EXIT_SECONDS = 600  # writing the archive takes seconds; a JVM still alive after this is stuck
+
+
+def record_class_archive(settings: Settings, run_id: str) -> Path:
+    """Audit the bundled sample in a recording JVM and keep the archive it writes; returns the archive's path."""
+    target = archive_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}")
+    conf = {**settings.spark.conf, JAVA_OPTIONS: recording(settings.spark.conf.get(JAVA_OPTIONS, ""), partial)}
+    recording_settings = settings.model_copy(update={"spark": settings.spark.model_copy(update={"conf": conf})})
+    with tempfile.TemporaryDirectory(prefix="produce-audit-prepare-") as work:
+        root = generate(Path(work) / "sample")
+        spark = build_session(recording_settings)
+        jvm = SparkContext._gateway.proc  # the JVM itself: spark-submit execs it
+        try:
+            store = TableStore(spark, f"{work}/warehouse", backend=settings.delta.backend)
+            runner.run(spark, store, settings, run_id, [str(root)], None)
+        finally:
+            spark.stop()
+        log.info("waiting for the JVM to write its class archive")
+        jvm.stdin.close()
+        jvm.wait(timeout=JVM_EXIT_SECONDS)
+    if not partial.is_file():
+        raise RuntimeError(f"the JVM exited with {jvm.returncode} and wrote no class archive at {partial}")
+    os.replace(partial, target)
+    return target
