@@ -16,8 +16,9 @@ audited by the installed `produce-audit run` on an empty warehouse, with `conf/l
 - many-partitions: `--partitions` partition dirs of 3 batches each in one log dir.
 
 For each: the exit code (0 or 1 is a pass; 2 or 3 a failure, and so is a run killed at `--timeout`), wall time,
-the peak resident memory of the whole process tree (the CLI, the driver JVM and its Python workers, sampled
-from /proc every 0.5 s) and of its largest JVM and Python worker, any `OutOfMemoryError` or "large task binary"
+the peak memory of the whole process tree (the CLI, the driver JVM and its Python workers, sampled from /proc
+every 0.5 s as proportional set size) and the peak resident memory of the JVM and of the largest Python worker,
+any `OutOfMemoryError` or "large task binary"
 warning in the output, and the batch and finding counts the run recorded. Rewrites the bounds section of
 RELIABILITY.md.
 """
@@ -240,6 +241,10 @@ def _mib(kib: int) -> str:
     return f"{kib / 1024:,.0f} MiB"
 
 
+def _size(size: int) -> str:
+    return f"{size / 2**20:,.0f} MiB" if size >= 2**20 else f"{size / 1024:,.0f} KiB"
+
+
 def render(outcomes: list[Outcome], command: str, load_before: str, load_after: str, minutes: float) -> str:
     lines = [
         "## Bounds suite (`benchmarks/bounds_suite.py`)",
@@ -259,7 +264,7 @@ def render(outcomes: list[Outcome], command: str, load_before: str, load_after: 
         findings = "/".join(str(outcome.counts.get(f"findings.{severity}", "-")) for severity in SEVERITIES)
         exit_code = "killed at timeout" if outcome.exit_code is None else str(outcome.exit_code)
         lines.append(
-            f"| {outcome.name} | {outcome.description} | {outcome.input_bytes / 2**20:,.0f} MiB | {exit_code} "
+            f"| {outcome.name} | {outcome.description} | {_size(outcome.input_bytes)} | {exit_code} "
             f"| {outcome.wall:.0f} s | {_mib(outcome.peaks.tree)} | {_mib(outcome.peaks.jvm)} "
             f"| {_mib(outcome.peaks.worker)} | {outcome.out_of_memory} / {outcome.large_binaries} "
             f"| {outcome.counts.get('batches', '-')} | {findings} |"
