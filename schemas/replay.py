@@ -15,6 +15,7 @@ FILE_ORDER_COLUMNS = T.StructType(
         T.StructField("previous_readable_last_offset", T.LongType(), True),  # of the previous entry, if readable
         T.StructField("max_last_offset_before", T.LongType(), True),  # highest readable last offset before
         T.StructField("max_leader_epoch_before", T.IntegerType(), True),  # highest v2 leader epoch before
+        T.StructField("readable_bytes_before", T.LongType(), True),  # bytes of the readable entries before
         T.StructField("is_segment_first", T.BooleanType(), True),
         T.StructField("next_entry_segment_base_offset", T.LongType(), True),
     ]

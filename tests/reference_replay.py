@@ -31,6 +31,9 @@ def with_file_order_state(df: DataFrame) -> DataFrame:
             "previous_readable_last_offset": F.lag(F.when(readable, F.col("last_offset"))).over(in_file_order),
             "max_last_offset_before": F.max(F.when(readable, F.col("last_offset"))).over(before),
             "max_leader_epoch_before": F.max(F.when(v2, F.col("partition_leader_epoch"))).over(before),
+            "readable_bytes_before": F.coalesce(
+                F.sum(F.when(readable, F.col("size_bytes")).otherwise(0)).over(before), F.lit(0)
+            ).cast("long"),
             "is_segment_first": previous_segment.isNull() | (previous_segment != F.col("segment_base_offset")),
             "next_entry_segment_base_offset": F.lead("segment_base_offset").over(in_file_order),
         }

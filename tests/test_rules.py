@@ -197,6 +197,12 @@ def fmt_001_unreadable_partition(log, miss):
     log._row(entry_status=STATUS_TRUNCATED, size_bytes=4096, magic=None, partition_leader_epoch=None)
 
 
+def fmt_001_mostly_unreadable_partition(log, miss):
+    """One batch decodes, then a corrupt length: the tail holds more bytes than the partition read before it."""
+    log.data(1, 0, 0, 1)
+    log._row(entry_status=STATUS_TRUNCATED, size_bytes=1 << 20, magic=None, partition_leader_epoch=None)
+
+
 def fmt_002(log, miss):
     log.data(1, 0, 0, 1)
     if not miss:
@@ -666,6 +672,7 @@ SCENARIOS = {
 # More cases of a rule, fired only: (name, rule code) -> (builder, severity)
 VARIANTS = {
     ("unreadable partition", "FMT-001"): (fmt_001_unreadable_partition, "ERROR"),
+    ("mostly unreadable partition", "FMT-001"): (fmt_001_mostly_unreadable_partition, "ERROR"),
 }
 
 

@@ -29,6 +29,7 @@ def file_order_columns(rows: pa.Table, starts: np.ndarray) -> dict[str, pa.Array
     readable_last = np.where(readable, int64_values(rows, "last_offset"), NONE)
     v2_epoch = np.where(v2, int64_values(rows, "partition_leader_epoch"), NONE)
     segment = int64_values(rows, "segment_base_offset")
+    size = int64_values(rows, "size_bytes")
     bounds = [*np.flatnonzero(starts), len(segment)]
     first = starts.copy()
     first[1:] |= segment[1:] != segment[:-1]
@@ -36,6 +37,7 @@ def file_order_columns(rows: pa.Table, starts: np.ndarray) -> dict[str, pa.Array
         "previous_readable_last_offset": _earlier(readable_last, starts),
         "max_last_offset_before": _earlier(_running_max(readable_last, bounds), starts),
         "max_leader_epoch_before": _earlier(_running_max(v2_epoch, bounds), starts),
+        "readable_bytes_before": _sum_before(np.where(readable & (size != NONE), size, 0), bounds),
         "is_segment_first": first,
         "next_entry_segment_base_offset": _later(segment, starts),
     }
@@ -50,6 +52,15 @@ def _running_max(values: np.ndarray, bounds: list[int]) -> np.ndarray:
     out = np.empty_like(values)
     for start, end in zip(bounds[:-1], bounds[1:], strict=True):
         np.maximum.accumulate(values[start:end], out=out[start:end])
+    return out
+
+
+def _sum_before(values: np.ndarray, bounds: list[int]) -> np.ndarray:
+    """The sum of the rows before each row, restarting at every replica (0 on a replica's first row)."""
+    out = np.empty_like(values)
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+        np.cumsum(values[start:end], out=out[start:end])
+        out[start:end] -= values[start:end]
     return out
 
 

@@ -24,8 +24,9 @@ TRUNCATED_TAIL = rule(
     "ERROR",
     "6.1",
     "Bytes at the end of a .log that do not form a complete entry. WARN on the partition's last (active) "
-    "segment, where an unflushed tail is normal and recovery truncates it, unless nothing before it in the "
-    "partition could be read.",
+    "segment, where an unflushed tail is normal and recovery truncates it, unless the tail holds more bytes "
+    "than every entry of the partition that could be read before it (nothing, or only a small part, of the "
+    "partition decodes).",
     also=("WARN",),
 )
 ENTRY_TOO_SMALL = rule(
@@ -180,10 +181,12 @@ def _control_shape_broken() -> Column:
 
 @check(TRUNCATED_TAIL, on=BATCHES)
 def truncated_tail(ctx: AuditContext) -> Fires:
-    """Deviation from §6.1: the active segment's tail is an ERROR when no entry of the partition before it
-    decodes (a corrupt length at the start of the only segment, say). The spec's WARN presumes the rest of the
-    log was read; a partition of which nothing could be read would otherwise pass every gate unaudited."""
-    unflushed_tail = F.col("in_last_segment") & F.col("max_last_offset_before").isNotNull()
+    """Deviation from §6.1: the active segment's tail is an ERROR when it holds more bytes than the readable
+    entries of the partition before it (a corrupt length at the start of the only segment, say, or after its
+    first batch). The spec's WARN presumes the rest of the log was read; a partition of which nothing, or only
+    a small part, could be read would otherwise pass every gate mostly unaudited. An unflushed tail is at most
+    the batches written since the last flush, small beside the log before it."""
+    unflushed_tail = F.col("in_last_segment") & (F.col("size_bytes") <= F.col("readable_bytes_before"))
     return Fires(
         F.col("entry_status") == STATUS_TRUNCATED,
         F.format_string(
