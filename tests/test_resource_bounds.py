@@ -1,20 +1,24 @@
 """Resource bounds, scaled down from benchmarks/bounds_suite.py so they run on every CI build without Spark.
 
 A length field claiming 2 GiB must cost what the file holds, not what the field claims; thousands of partition
-dirs must be listed in one pass whatever their number; and a partition of many producers must be replayed
-without the Python worker copying the partition's rows.
+dirs must be listed in one pass whatever their number; a partition of many producers must be replayed
+without the Python worker copying the partition's rows; and a huge file beside the segments must be decoded a
+chunk at a time, or reported, never read whole.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import struct
 import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from crc32c import crc32c
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -22,17 +26,28 @@ from pipeline.audit.replay import FILE_ORDER, REPLICA, replay_input
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources import segments
-from pipeline.sources.kafka_format import iter_decoded, next_entry_start
+from pipeline.sources.kafka_format import iter_decoded, next_entry_start, segment_file_name
 from pipeline.sources.partition_files import (
+    ROWS_PER_BATCH,
+    SNAPSHOT_ENTRY,
+    SNAPSHOT_HEADER,
     TEXT_FILE_MAX_BYTES,
+    TXN_INDEX_ENTRY,
     _checkpoint_rows,
+    _decode_files,
+    _index_problem_batches,
     _leader_epoch_rows,
     _partition_metadata_rows,
+    _snapshot_batches_of,
+    _txn_index_batches_of,
     discover_partition_files,
 )
 from pipeline.sources.segments import SegmentFile, decode_file, discover_segments
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
+from schemas.file_problems import FILE_PROBLEMS
+from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
+from schemas.txn_index import TXN_INDEX
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -223,3 +238,83 @@ def test_a_huge_text_file_is_one_problem_naming_it_not_a_whole_read(tmp_path, na
     assert len(rows) == 1
     assert rows[0]["source_file"] == str(huge)
     assert f"it holds {TEXT_FILE_MAX_BYTES + 16 * MIB} bytes" in rows[0]["problem"]
+
+
+HUGE_BINARY = 256 * MIB
+SNAPSHOT_ENTRIES = (HUGE_BINARY - SNAPSHOT_HEADER.size) // SNAPSHOT_ENTRY.size
+
+
+def _valid_zero_snapshot(file) -> None:
+    """A snapshot of SNAPSHOT_ENTRIES all-zero entries with a correct CRC: only its 10-byte header is written."""
+    count = struct.pack(">i", SNAPSHOT_ENTRIES)
+    crc = crc32c(count)
+    zeros = bytes(16 * MIB)
+    for start in range(0, SNAPSHOT_ENTRIES * SNAPSHOT_ENTRY.size, len(zeros)):
+        crc = crc32c(zeros[: min(len(zeros), SNAPSHOT_ENTRIES * SNAPSHOT_ENTRY.size - start)], crc)
+    file.write(struct.pack(">hI", 1, crc) + count)
+    file.truncate(SNAPSHOT_HEADER.size + SNAPSHOT_ENTRIES * SNAPSHOT_ENTRY.size)
+
+
+def _summary(column: str, batches) -> tuple[int, dict, list]:
+    """(rows, count of each value of `column`, the last row) of record batches, keeping none of them."""
+    rows, counts, last = 0, {}, None
+    for batch in batches:
+        assert batch.num_rows <= ROWS_PER_BATCH
+        rows += batch.num_rows
+        for count in pc.value_counts(batch[column]).to_pylist():
+            counts[count["values"]] = counts.get(count["values"], 0) + count["counts"]
+        last = batch.slice(batch.num_rows - 1).to_pylist()[0]
+    return rows, counts, last
+
+
+@pytest.mark.parametrize(
+    ("suffix", "decode", "schema", "column", "rows", "counts", "last"),
+    [
+        (".index", _index_problem_batches, FILE_PROBLEMS, "kind", 1, {"offset_index": 1}, {"position": 0}),
+        (".timeindex", _index_problem_batches, FILE_PROBLEMS, "kind", 2, {"time_index": 2}, {"position": 0}),
+        (
+            ".txnindex",
+            _txn_index_batches_of,
+            TXN_INDEX,
+            "entry_status",
+            HUGE_BINARY // TXN_INDEX_ENTRY.size + 1,
+            {"ok": HUGE_BINARY // TXN_INDEX_ENTRY.size, "truncated": 1},
+            {"position": HUGE_BINARY // TXN_INDEX_ENTRY.size * TXN_INDEX_ENTRY.size},
+        ),
+        (".snapshot", _snapshot_batches_of, PRODUCER_SNAPSHOTS, "file_status", 1, {"bad_version": 1}, {"version": 0}),
+        (
+            "valid.snapshot",
+            _snapshot_batches_of,
+            PRODUCER_SNAPSHOTS,
+            "file_status",
+            SNAPSHOT_ENTRIES,
+            {"ok": SNAPSHOT_ENTRIES},
+            {"producer_id": 0, "crc_valid": True},
+        ),
+    ],
+)
+def test_a_huge_binary_file_is_decoded_a_chunk_at_a_time(tmp_path, suffix, decode, schema, column, rows, counts, last):
+    """A sparse 256 MiB file of each binary kind, through the executor's reader: read whole, the file alone would
+    take 256 MiB, and its rows as Python objects gigabytes."""
+    log_dir = tmp_path / "broker-0"
+    bounds_inputs.many_partitions(tmp_path, 1)
+    huge = log_dir / "wide-0" / segment_file_name(1000, ".snapshot" if suffix == "valid.snapshot" else suffix)
+    with huge.open("wb") as file:
+        if suffix == "valid.snapshot":
+            _valid_zero_snapshot(file)
+        else:
+            file.truncate(HUGE_BINARY)
+    files = discover_partition_files([str(log_dir)], IngestSettings()).files
+    descriptor = next(file for file in files if file.location == str(huge))
+    descriptors = pa.RecordBatch.from_pylist([vars(descriptor)])
+    arrow_schema = to_arrow_schema(schema)
+    next(_decode_files(decode, arrow_schema, iter([descriptors])))  # the kernels load before memory is traced
+    tracemalloc.start()
+    try:
+        found = _summary(column, _decode_files(decode, arrow_schema, iter([descriptors])))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * MIB
+    assert found[:2] == (rows, counts)
+    assert {name: found[2][name] for name in last} == last

@@ -4,7 +4,7 @@ Covers `.txnindex` (spec §1.3), producer-state `.snapshot` (§1.4), `.index`/`.
 `leader-epoch-checkpoint`, `partition.metadata` and the log-dir offset checkpoints (§1.2). The decoders are
 pure Python and never raise on bad content: they turn what the broker would reject into rows and problems,
 so the rules of §6.1 and §6.6 are filters. Lengths read from a file are compared with the file's size and
-never used to allocate.
+never used to allocate, and the binary files are read and decoded ROWS_PER_BATCH entries at a time.
 
 As for segments, the driver only lists the log roots; every file is read and decoded on the executors
 inside `mapInArrow`. A file that cannot be read gives an 'unreadable' row (`.txnindex`, `.snapshot`) or a
@@ -19,12 +19,15 @@ import logging
 import math
 import re
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import astuple, dataclass
 from functools import partial, reduce
+from itertools import islice
+from operator import itemgetter
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 from pyarrow import fs as pafs
@@ -89,6 +92,9 @@ FILES_PER_TASK = 64  # these files are small: a Spark task costs more than readi
 # Checkpoints and partition.metadata hold a line per epoch or partition: a few KiB, a few MiB for a log dir of
 # 100,000 partitions. A larger file is no such file, and reading it whole could exhaust a worker's memory.
 TEXT_FILE_MAX_BYTES = 64 * 1024 * 1024
+# The binary files are fixed-size entries, read and decoded this many at a time: a foreign file of any size costs
+# one chunk and one record batch besides the rows already handed to Spark.
+ROWS_PER_BATCH = 16 * 1024
 
 TXN_INDEX_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
 SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, CRC-32C of bytes [6, EOF), entry count
@@ -117,6 +123,19 @@ _SNAPSHOT_ENTRY_FIELDS = (
     "current_txn_first_offset",
 )
 _TXN_INDEX_ENTRY_FIELDS = ("version", "producer_id", "first_offset", "last_offset", "last_stable_offset")
+_TXN_INDEX_DTYPE = np.dtype(list(zip(_TXN_INDEX_ENTRY_FIELDS, (">i2", ">i8", ">i8", ">i8", ">i8"), strict=True)))
+_SNAPSHOT_DTYPE = np.dtype(
+    list(zip(_SNAPSHOT_ENTRY_FIELDS, (">i8", ">i2", ">i4", ">i8", ">i4", ">i8", ">i4", ">i8"), strict=True))
+)
+_TXN_INDEX_ENTRY_SCHEMA = pa.schema(
+    [to_arrow_schema(TXN_INDEX).field(name) for name in (*_TXN_INDEX_ENTRY_FIELDS, "entry_status", "position")]
+)
+_SNAPSHOT_ENTRY_SCHEMA = pa.schema(
+    [
+        to_arrow_schema(PRODUCER_SNAPSHOTS).field(name)
+        for name in (*_SNAPSHOT_ENTRY_FIELDS, "version", "crc_valid", "file_status", "file_note")
+    ]
+)
 
 FILE_DESCRIPTOR = T.StructType(
     [
@@ -180,81 +199,128 @@ class IndexProblem(NamedTuple):
     message: str
 
 
-LogReader = Callable[[int, int], bytes]
-"""(position, length) -> up to `length` bytes of the `.log` from `position`; fewer at its end."""
+ByteReader = Callable[[int, int], bytes]
+"""(position, length) -> up to `length` bytes of a file from `position`; fewer at its end."""
+LogReader = ByteReader
 
-_Decoder = Callable[[FileDescriptor], list[dict[str, Any]]]
+_Decoder = Callable[[FileDescriptor, pa.Schema], Iterator[pa.RecordBatch]]
 
 
 # --- binary decoders ---------------------------------------------------------------------------------
 
 
 def decode_txn_index(data: bytes) -> list[dict[str, Any]]:
-    """Rows (TXN_INDEX names, without provenance) of a `.txnindex`: one per 34-byte entry, in file order.
+    """Rows (TXN_INDEX names, without provenance) of a `.txnindex` held in memory; see `_txn_index_batches`."""
+    return [row for batch in _txn_index_batches(partial(_slice, data), len(data)) for row in batch.to_pylist()]
+
+
+def decode_producer_snapshot(data: bytes) -> list[dict[str, Any]]:
+    """Rows (PRODUCER_SNAPSHOTS names, without provenance) of a snapshot held in memory; see `_snapshot_batches`."""
+    return [row for batch in _snapshot_batches(partial(_slice, data), len(data)) for row in batch.to_pylist()]
+
+
+def _txn_index_batches(read_at: ByteReader, size: int) -> Iterator[pa.RecordBatch]:
+    """Record batches of at most ROWS_PER_BATCH rows of a `.txnindex`: one per 34-byte entry, in file order.
 
     Bytes after the last whole entry give one 'truncated' row. `version` is the int16 as written (0 in every
     entry a broker writes), although the broker reads back only its first byte.
     """
-    whole = len(data) - len(data) % TXN_INDEX_ENTRY.size
-    rows = [
-        {
-            **dict(zip(_TXN_INDEX_ENTRY_FIELDS, fields, strict=True)),
-            "entry_status": STATUS_OK,
-            "position": number * TXN_INDEX_ENTRY.size,
-        }
-        for number, fields in enumerate(TXN_INDEX_ENTRY.iter_unpack(memoryview(data)[:whole]))
-    ]
-    if whole < len(data):
-        rows.append({**dict.fromkeys(_TXN_INDEX_ENTRY_FIELDS), "entry_status": STATUS_TRUNCATED, "position": whole})
-    return rows
+    whole = size - size % TXN_INDEX_ENTRY.size
+    for position, chunk in _chunks(read_at, 0, whole, TXN_INDEX_ENTRY.size):
+        entries = np.frombuffer(chunk, _TXN_INDEX_DTYPE)
+        columns = {name: pa.array(_native(entries[name])) for name in entries.dtype.names}
+        columns["entry_status"] = pa.repeat(pa.scalar(STATUS_OK), len(entries))
+        columns["position"] = pa.array(np.arange(len(entries), dtype=np.int64) * TXN_INDEX_ENTRY.size + position)
+        yield _entry_batch(columns, _TXN_INDEX_ENTRY_SCHEMA)
+    if whole < size:
+        row = {**dict.fromkeys(_TXN_INDEX_ENTRY_FIELDS), "entry_status": STATUS_TRUNCATED, "position": whole}
+        yield pa.RecordBatch.from_pylist([row], schema=_TXN_INDEX_ENTRY_SCHEMA)
 
 
-def decode_producer_snapshot(data: bytes) -> list[dict[str, Any]]:
-    """Rows (PRODUCER_SNAPSHOTS names, without provenance) of a producer-state snapshot.
+def _snapshot_batches(read_at: ByteReader, size: int) -> Iterator[pa.RecordBatch]:
+    """Record batches of at most ROWS_PER_BATCH rows of a producer-state snapshot.
 
     One 'ok' row per entry, or one row with null producer fields for a snapshot without entries or a file
     the broker would reject (the status conventions are in schemas/producer_snapshots.py). Checks follow
     the broker's order (version, entry array, CRC); trailing bytes, which the broker only notices through the
-    CRC, come before it, so a structural fault names the status even when the CRC fails too.
+    CRC, come before it, so a structural fault names the status even when the CRC fails too. The CRC covers
+    the whole file: a first pass computes it a chunk at a time, a second decodes the entries.
     """
-    size = len(data)
-    version = _VERSION.unpack_from(data)[0] if size >= _VERSION.size else None
+    header = read_at(0, SNAPSHOT_HEADER.size)
+    version = _VERSION.unpack_from(header)[0] if size >= _VERSION.size else None
     crc_valid = stored_crc = computed_crc = None
     if size >= SNAPSHOT_CRC_START:
-        stored_crc = _VERSION_AND_CRC.unpack_from(data)[1]
-        computed_crc = crc32c(memoryview(data)[SNAPSHOT_CRC_START:])
+        stored_crc = _VERSION_AND_CRC.unpack_from(header)[1]
+        computed_crc = 0
+        for _, chunk in _chunks(read_at, SNAPSHOT_CRC_START, size, SNAPSHOT_ENTRY.size):
+            computed_crc = crc32c(chunk, computed_crc)
         crc_valid = stored_crc == computed_crc
 
-    def file_row(status: str, note: str | None) -> list[dict[str, Any]]:
+    def file_row(status: str, note: str | None) -> pa.RecordBatch:
         row = dict.fromkeys(_SNAPSHOT_ENTRY_FIELDS)
         row.update(version=version, crc_valid=crc_valid, file_status=status, file_note=note)
-        return [row]
+        return pa.RecordBatch.from_pylist([row], schema=_SNAPSHOT_ENTRY_SCHEMA)
 
     if version is not None and version != SNAPSHOT_VERSION:
-        return file_row(SNAPSHOT_BAD_VERSION, f"version {version}; only version {SNAPSHOT_VERSION} exists")
+        yield file_row(SNAPSHOT_BAD_VERSION, f"version {version}; only version {SNAPSHOT_VERSION} exists")
+        return
     if size < SNAPSHOT_HEADER.size:
-        return file_row(STATUS_TRUNCATED, f"{size} bytes, shorter than the {SNAPSHOT_HEADER.size}-byte header")
-    count = SNAPSHOT_HEADER.unpack_from(data)[2]
+        yield file_row(STATUS_TRUNCATED, f"{size} bytes, shorter than the {SNAPSHOT_HEADER.size}-byte header")
+        return
+    count = SNAPSHOT_HEADER.unpack_from(header)[2]
     if count < 0:
-        return file_row(STATUS_TRUNCATED, f"negative entry count {count}")
+        yield file_row(STATUS_TRUNCATED, f"negative entry count {count}")
+        return
     end = SNAPSHOT_HEADER.size + count * SNAPSHOT_ENTRY.size
     if size < end:
-        return file_row(STATUS_TRUNCATED, f"{count} entries need {end} bytes, the file has {size}")
+        yield file_row(STATUS_TRUNCATED, f"{count} entries need {end} bytes, the file has {size}")
+        return
     if size > end:
-        return file_row(SNAPSHOT_TRAILING_BYTES, f"{size - end} bytes after the {count} entries")
+        yield file_row(SNAPSHOT_TRAILING_BYTES, f"{size - end} bytes after the {count} entries")
+        return
     if not crc_valid:
         note = f"stored CRC-32C {stored_crc:#010x}, computed {computed_crc:#010x} over bytes [6, {size})"
-        return file_row(SNAPSHOT_CRC_MISMATCH, note)
+        yield file_row(SNAPSHOT_CRC_MISMATCH, note)
+        return
     if count == 0:
-        return file_row(STATUS_OK, None)
-    rows = []
-    for fields in SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[SNAPSHOT_HEADER.size : end]):
-        row = dict(zip(_SNAPSHOT_ENTRY_FIELDS, fields, strict=True))
-        if row["current_txn_first_offset"] == NO_OPEN_TRANSACTION:
-            row["current_txn_first_offset"] = None
-        row.update(version=version, crc_valid=True, file_status=STATUS_OK, file_note=None)
-        rows.append(row)
-    return rows
+        yield file_row(STATUS_OK, None)
+        return
+    for _, chunk in _chunks(read_at, SNAPSHOT_HEADER.size, end, SNAPSHOT_ENTRY.size):
+        entries = np.frombuffer(chunk, _SNAPSHOT_DTYPE)
+        columns = {name: pa.array(_native(entries[name])) for name in entries.dtype.names}
+        open_txn = _native(entries["current_txn_first_offset"])
+        columns["current_txn_first_offset"] = pa.array(open_txn, mask=open_txn == NO_OPEN_TRANSACTION)
+        columns["version"] = pa.repeat(pa.scalar(version, pa.int32()), len(entries))
+        columns["crc_valid"] = pa.repeat(pa.scalar(True), len(entries))
+        columns["file_status"] = pa.repeat(pa.scalar(STATUS_OK), len(entries))
+        columns["file_note"] = pa.nulls(len(entries), pa.string())
+        yield _entry_batch(columns, _SNAPSHOT_ENTRY_SCHEMA)
+
+
+def _chunks(read_at: ByteReader, start: int, end: int, entry_size: int) -> Iterator[tuple[int, bytes]]:
+    """(position, bytes) of [start, end) in reads of ROWS_PER_BATCH entries; a file that shrinks while it is
+    read is an I/O error."""
+    step = ROWS_PER_BATCH * entry_size
+    for position in range(start, end, step):
+        chunk = read_at(position, min(step, end - position))
+        if len(chunk) < min(step, end - position):
+            raise OSError(f"the file ends at byte {position + len(chunk)}, before byte {end}: it shrank while read")
+        yield position, chunk
+
+
+def _native(column: np.ndarray) -> np.ndarray:
+    """A big-endian column in the machine's byte order, which Arrow requires."""
+    return column.astype(column.dtype.newbyteorder("="))
+
+
+def _entry_batch(columns: dict[str, pa.Array], schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [columns[name].cast(schema.field(name).type) for name in schema.names], schema=schema
+    )
+
+
+def _slice(data: bytes, position: int, length: int) -> bytes:
+    return data[position : position + length]
 
 
 # --- index sanity (SEG-004, SEG-005) -----------------------------------------------------------------
@@ -271,16 +337,30 @@ class _BatchHeader(NamedTuple):
 
 
 def check_offset_index(data: bytes, base_offset: int, read_log: LogReader | None) -> list[IndexProblem]:
+    """SEG-004 problems of a `.index` held in memory; see `_offset_index_problems`."""
+    return list(_offset_index_problems(partial(_slice, data), len(data), base_offset, read_log))
+
+
+def check_time_index(
+    data: bytes, base_offset: int, offset_index: bytes, read_log: LogReader | None
+) -> list[IndexProblem]:
+    """SEG-005 problems of a `.timeindex` and its `.index` held in memory; see `_time_index_problems`."""
+    lookup = _OffsetLookup(partial(_slice, offset_index), len(offset_index))
+    return list(_time_index_problems(partial(_slice, data), len(data), base_offset, lookup, read_log))
+
+
+def _offset_index_problems(
+    read_index: ByteReader, size: int, base_offset: int, read_log: LogReader | None
+) -> Iterator[IndexProblem]:
     """SEG-004 problems of a `.index`: its size, its order, and whether each entry's position starts a batch
     whose last offset is the entry's offset (one header read per entry)."""
-    problems = _size_problems(data, OFFSET_INDEX_ENTRY.size)
-    entries = _index_entries(data, OFFSET_INDEX_ENTRY, relative_field=0)
-    if entries and read_log is None:
-        problems.append(IndexProblem(0, "no .log segment beside it to check its entries against"))
+    yield from _size_problems(size, OFFSET_INDEX_ENTRY.size)
     previous = None
-    for file_position, (relative, position) in entries:
+    for file_position, (relative, position) in _index_entries(read_index, size, OFFSET_INDEX_ENTRY, relative_field=0):
+        if file_position == 0 and read_log is None:
+            yield IndexProblem(0, "no .log segment beside it to check its entries against")
         if previous is not None and relative <= previous:
-            problems.append(IndexProblem(file_position, f"relative offset {relative} does not follow {previous}"))
+            yield IndexProblem(file_position, f"relative offset {relative} does not follow {previous}")
         previous = relative
         if read_log is None:
             continue
@@ -288,93 +368,99 @@ def check_offset_index(data: bytes, base_offset: int, read_log: LogReader | None
         try:
             header = _batch_at(read_log, position)
         except _NoBatch as exc:
-            problems.append(IndexProblem(file_position, f"entry for offset {offset}: {exc}"))
+            yield IndexProblem(file_position, f"entry for offset {offset}: {exc}")
             continue
         if header.last_offset != offset:
-            problems.append(
-                IndexProblem(
-                    file_position,
-                    f"entry for offset {offset} points at byte {position}, "
-                    f"where the batch ends at offset {header.last_offset}",
-                )
+            yield IndexProblem(
+                file_position,
+                f"entry for offset {offset} points at byte {position}, "
+                f"where the batch ends at offset {header.last_offset}",
             )
-    return problems
 
 
-def check_time_index(
-    data: bytes, base_offset: int, offset_index: bytes, read_log: LogReader | None
-) -> list[IndexProblem]:
+def _time_index_problems(
+    read_index: ByteReader, size: int, base_offset: int, lookup: _OffsetLookup, read_log: LogReader | None
+) -> Iterator[IndexProblem]:
     """SEG-005 problems of a `.timeindex`: its size, its order, and whether a batch ends at each entry's
     offset with the entry's timestamp as its max timestamp (magic 1 and 2; magic 0 has none).
 
     The batch is found like DumpLogSegments does: from the `.index` position at or below the offset, walking
     batch headers forward; a walk resumes where the previous entry's ended, so each header is read about once.
     """
-    problems = _size_problems(data, TIME_INDEX_ENTRY.size)
-    entries = _index_entries(data, TIME_INDEX_ENTRY, relative_field=1)
-    if entries and read_log is None:
-        problems.append(IndexProblem(0, "no .log segment beside it to check its entries against"))
-    lookup = [entry for _, entry in _index_entries(offset_index, OFFSET_INDEX_ENTRY, relative_field=0)]
-    lookup_offsets = [relative for relative, _ in lookup]
+    yield from _size_problems(size, TIME_INDEX_ENTRY.size)
     previous: tuple[int, int] | None = None
     resume: tuple[int, int] | None = None  # (position, last offset) of the batch the previous entry found
-    for file_position, (timestamp, relative) in entries:
+    for file_position, (timestamp, relative) in _index_entries(read_index, size, TIME_INDEX_ENTRY, relative_field=1):
+        if file_position == 0 and read_log is None:
+            yield IndexProblem(0, "no .log segment beside it to check its entries against")
         if previous is not None:
             if timestamp <= previous[0]:
-                problems.append(IndexProblem(file_position, f"timestamp {timestamp} does not follow {previous[0]}"))
+                yield IndexProblem(file_position, f"timestamp {timestamp} does not follow {previous[0]}")
             if relative < previous[1]:
-                problems.append(IndexProblem(file_position, f"relative offset {relative} is below {previous[1]}"))
+                yield IndexProblem(file_position, f"relative offset {relative} is below {previous[1]}")
         previous = (timestamp, relative)
         if read_log is None:
             continue
         offset = base_offset + relative
-        slot = bisect.bisect_right(lookup_offsets, relative) - 1
+        slot = bisect.bisect_right(lookup, relative, key=itemgetter(0)) - 1
         start = lookup[slot][1] if slot >= 0 else 0
         if resume is not None and resume[0] >= start and resume[1] <= offset:
             start = resume[0]
         try:
             position, header = _find_batch(read_log, start, offset)
         except _NoBatch as exc:
-            problems.append(IndexProblem(file_position, f"entry for offset {offset}: {exc}"))
+            yield IndexProblem(file_position, f"entry for offset {offset}: {exc}")
             continue
         resume = (position, header.last_offset)
         if header.last_offset != offset:
-            problems.append(
-                IndexProblem(
-                    file_position,
-                    f"entry for offset {offset}: no batch ends there (the batch at byte {position} "
-                    f"ends at offset {header.last_offset})",
-                )
+            yield IndexProblem(
+                file_position,
+                f"entry for offset {offset}: no batch ends there (the batch at byte {position} "
+                f"ends at offset {header.last_offset})",
             )
         elif header.max_timestamp is not None and header.max_timestamp != timestamp:
-            problems.append(
-                IndexProblem(
-                    file_position,
-                    f"entry for offset {offset}: timestamp {timestamp}, "
-                    f"but the batch's max timestamp is {header.max_timestamp}",
-                )
+            yield IndexProblem(
+                file_position,
+                f"entry for offset {offset}: timestamp {timestamp}, "
+                f"but the batch's max timestamp is {header.max_timestamp}",
             )
-    return problems
 
 
-def _size_problems(data: bytes, entry_size: int) -> list[IndexProblem]:
-    extra = len(data) % entry_size
+class _OffsetLookup:
+    """The in-use entries of a `.index` as a sequence of (relative offset, position) for `bisect`, read from the
+    file entry by entry: a timeindex check holds one entry of it at a time, whatever its size."""
+
+    def __init__(self, read_at: ByteReader, size: int) -> None:
+        self._read_at = read_at
+        self._length = sum(1 for _ in _index_entries(read_at, size, OFFSET_INDEX_ENTRY, relative_field=0))
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, number: int) -> tuple[int, int]:
+        return OFFSET_INDEX_ENTRY.unpack(self._read_at(number * OFFSET_INDEX_ENTRY.size, OFFSET_INDEX_ENTRY.size))
+
+
+def _size_problems(size: int, entry_size: int) -> list[IndexProblem]:
+    extra = size % entry_size
     if not extra:
         return []
-    whole = len(data) - extra
-    return [IndexProblem(whole, f"size {len(data)} is not a multiple of {entry_size}: {extra} bytes after the entries")]
+    whole = size - extra
+    return [IndexProblem(whole, f"size {size} is not a multiple of {entry_size}: {extra} bytes after the entries")]
 
 
-def _index_entries(data: bytes, entry: struct.Struct, relative_field: int) -> list[tuple[int, tuple[int, ...]]]:
-    """(byte position, fields) of the entries in use: a preallocated index ends at its first zero entry after
-    entry 0, one whose relative offset is 0 (DumpLogSegments stops there too)."""
-    whole = len(data) - len(data) % entry.size
-    entries = []
-    for number, fields in enumerate(entry.iter_unpack(memoryview(data)[:whole])):
-        if number > 0 and fields[relative_field] == 0:
-            break
-        entries.append((number * entry.size, fields))
-    return entries
+def _index_entries(
+    read_at: ByteReader, size: int, entry: struct.Struct, relative_field: int
+) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """(byte position, fields) of the entries in use, read a chunk at a time: a preallocated index ends at its
+    first zero entry after entry 0, one whose relative offset is 0 (DumpLogSegments stops there too)."""
+    whole = size - size % entry.size
+    for chunk_position, chunk in _chunks(read_at, 0, whole, entry.size):
+        for number, fields in enumerate(entry.iter_unpack(chunk)):
+            position = chunk_position + number * entry.size
+            if position > 0 and fields[relative_field] == 0:
+                return
+            yield position, fields
 
 
 def _batch_at(read_log: LogReader, position: int) -> _BatchHeader:
@@ -692,9 +778,11 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
         descriptors = descriptors.coalesce(math.ceil(len(files) / FILES_PER_TASK))
         return descriptors.mapInArrow(shipped(spark, partial(_decode_files, decode, to_arrow_schema(schema))), schema)
 
-    leader_epochs = decoded((LEADER_EPOCH_CHECKPOINT,), _leader_epoch_rows, LEADER_EPOCHS)
-    partition_metadata = decoded((PARTITION_METADATA_FILE,), _partition_metadata_rows, PARTITION_METADATA)
-    producer_snapshots = decoded((SNAPSHOT_SUFFIX,), _snapshot_rows, PRODUCER_SNAPSHOTS)
+    leader_epochs = decoded((LEADER_EPOCH_CHECKPOINT,), partial(_all_at_once, _leader_epoch_rows), LEADER_EPOCHS)
+    partition_metadata = decoded(
+        (PARTITION_METADATA_FILE,), partial(_all_at_once, _partition_metadata_rows), PARTITION_METADATA
+    )
+    producer_snapshots = decoded((SNAPSHOT_SUFFIX,), _snapshot_batches_of, PRODUCER_SNAPSHOTS)
     naming = spark.createDataFrame(
         [tuple(row[name] for name in FILE_PROBLEMS.fieldNames()) for row in discovery.naming_problems], FILE_PROBLEMS
     )
@@ -702,7 +790,7 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
         DataFrame.unionByName,
         [
             naming,
-            decoded((OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX), _index_problem_rows, FILE_PROBLEMS),
+            decoded((OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX), _index_problem_batches, FILE_PROBLEMS),
             _table_problems(
                 leader_epochs.where(F.col("problem").isNotNull()),
                 PROBLEM_LEADER_EPOCH_CHECKPOINT,
@@ -716,10 +804,10 @@ def read_partition_files(spark: SparkSession, roots: list[str], settings: Settin
         ],
     )
     return PartitionFiles(
-        txn_index=decoded((TXN_INDEX_SUFFIX,), _txn_index_rows, TXN_INDEX),
+        txn_index=decoded((TXN_INDEX_SUFFIX,), _txn_index_batches_of, TXN_INDEX),
         producer_snapshots=producer_snapshots,
         leader_epochs=leader_epochs,
-        checkpoints=decoded(CHECKPOINT_KINDS, _checkpoint_rows, CHECKPOINTS),
+        checkpoints=decoded(CHECKPOINT_KINDS, partial(_all_at_once, _checkpoint_rows), CHECKPOINTS),
         partition_metadata=partition_metadata,
         file_problems=file_problems,
     )
@@ -741,23 +829,34 @@ def _table_problems(problem_rows: DataFrame, kind: str, message: Column) -> Data
 def _decode_files(
     decode: _Decoder, arrow_schema: pa.Schema, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: file descriptors in, the rows `decode` makes of each file out, one record batch per file."""
+    """Executor side: file descriptors in, the record batches `decode` makes of each file out."""
     for batch in batches:
         for descriptor in batch.to_pylist():
-            rows = decode(FileDescriptor(**descriptor))
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+            yield from decode(FileDescriptor(**descriptor), arrow_schema)
+
+
+def _all_at_once(
+    rows_of: Callable[[FileDescriptor], list[dict[str, Any]]], file: FileDescriptor, arrow_schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The rows of a text file, bounded by TEXT_FILE_MAX_BYTES, in one record batch."""
+    rows = rows_of(file)
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
 
 
 class FileTooLarge(OSError):
     """A file larger than any of its kind: reported as unreadable instead of read."""
 
 
-def _read(location: str, max_bytes: int | None = None) -> bytes:
+def _opened(location: str) -> pa.NativeFile:
     filesystem, path = resolve(location)
-    with filesystem.open_input_file(path) as source:
+    return filesystem.open_input_file(path)
+
+
+def _read(location: str, max_bytes: int) -> bytes:
+    with _opened(location) as source:
         size = source.size()
-        if max_bytes is not None and size > max_bytes:
+        if size > max_bytes:
             raise FileTooLarge(f"it holds {size} bytes, more than the {max_bytes} this kind of file can need")
         return source.read()
 
@@ -776,12 +875,20 @@ def _read_at(source: pa.NativeFile, position: int, length: int) -> bytes:
     return source.read_at(length, position)
 
 
-def _txn_index_rows(file: FileDescriptor) -> list[dict[str, Any]]:
-    try:
-        entries = decode_txn_index(_read(file.location))
-    except OSError as exc:
-        _unreadable(file.location, exc)
-        entries = [{**dict.fromkeys(_TXN_INDEX_ENTRY_FIELDS), "entry_status": STATUS_UNREADABLE, "position": 0}]
+def _with_provenance(batch: pa.RecordBatch, provenance: dict[str, Any], arrow_schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` with the file's provenance as constant columns, in the order of `arrow_schema`."""
+    columns = [
+        batch[field.name]
+        if field.name in batch.schema.names
+        else pa.repeat(pa.scalar(provenance[field.name], field.type), batch.num_rows)
+        for field in arrow_schema
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
+
+
+def _txn_index_batches_of(file: FileDescriptor, arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """TXN_INDEX record batches of one `.txnindex`, read a chunk at a time; an I/O error ends the file with an
+    'unreadable' row at the byte where reading stopped."""
     provenance = {
         "topic": file.topic,
         "partition": file.partition,
@@ -790,22 +897,20 @@ def _txn_index_rows(file: FileDescriptor) -> list[dict[str, Any]]:
         "source_format": SEGMENT_FORMAT,
         "broker_id": file.broker_id,
     }
-    return [{**entry, **provenance} for entry in entries]
-
-
-def _snapshot_rows(file: FileDescriptor) -> list[dict[str, Any]]:
+    decoded = 0
     try:
-        entries = decode_producer_snapshot(_read(file.location))
+        with _opened(file.location) as source:
+            for batch in _txn_index_batches(partial(_read_at, source), source.size()):
+                decoded = batch["position"][-1].as_py() + TXN_INDEX_ENTRY.size
+                yield _with_provenance(batch, provenance, arrow_schema)
     except OSError as exc:
-        entries = [
-            {
-                **dict.fromkeys(_SNAPSHOT_ENTRY_FIELDS),
-                "version": None,
-                "crc_valid": None,
-                "file_status": STATUS_UNREADABLE,
-                "file_note": _unreadable(file.location, exc),
-            }
-        ]
+        _unreadable(file.location, exc)
+        row = {**dict.fromkeys(_TXN_INDEX_ENTRY_FIELDS), "entry_status": STATUS_UNREADABLE, "position": decoded}
+        yield pa.RecordBatch.from_pylist([{**row, **provenance}], schema=arrow_schema)
+
+
+def _snapshot_batches_of(file: FileDescriptor, arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """PRODUCER_SNAPSHOTS record batches of one snapshot, read a chunk at a time."""
     provenance = {
         "topic": file.topic,
         "partition": file.partition,
@@ -814,7 +919,19 @@ def _snapshot_rows(file: FileDescriptor) -> list[dict[str, Any]]:
         "source_format": SEGMENT_FORMAT,
         "broker_id": file.broker_id,
     }
-    return [{**entry, **provenance} for entry in entries]
+    try:
+        with _opened(file.location) as source:
+            for batch in _snapshot_batches(partial(_read_at, source), source.size()):
+                yield _with_provenance(batch, provenance, arrow_schema)
+    except OSError as exc:
+        row = {
+            **dict.fromkeys(_SNAPSHOT_ENTRY_FIELDS),
+            "version": None,
+            "crc_valid": None,
+            "file_status": STATUS_UNREADABLE,
+            "file_note": _unreadable(file.location, exc),
+        }
+        yield pa.RecordBatch.from_pylist([{**row, **provenance}], schema=arrow_schema)
 
 
 def _leader_epoch_rows(file: FileDescriptor) -> list[dict[str, Any]]:
@@ -855,31 +972,45 @@ def _checkpoint_rows(file: FileDescriptor) -> list[dict[str, Any]]:
     return [{**row, "kind": file.kind, "source_file": file.location, "broker_id": file.broker_id} for row in rows]
 
 
-def _index_problem_rows(file: FileDescriptor) -> list[dict[str, Any]]:
-    """SEG-004/SEG-005 rows of one index file; its `.log` is opened once and read at the indexed positions."""
-    is_offset_index = file.kind == OFFSET_INDEX_SUFFIX
-    kind = PROBLEM_OFFSET_INDEX if is_offset_index else PROBLEM_TIME_INDEX
+def _index_problem_batches(file: FileDescriptor, arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """SEG-004/SEG-005 rows of one index file, ROWS_PER_BATCH at a time; the index is read a chunk at a time and
+    its `.log` is opened once and read at the indexed positions."""
+    kind = PROBLEM_OFFSET_INDEX if file.kind == OFFSET_INDEX_SUFFIX else PROBLEM_TIME_INDEX
+    name = file.location.rpartition("/")[2]
+
+    def batches(problems: Iterable[IndexProblem]) -> Iterator[pa.RecordBatch]:
+        problems = iter(problems)
+        while piece := list(islice(problems, ROWS_PER_BATCH)):
+            yield pa.RecordBatch.from_pylist(
+                [
+                    _problem_row(
+                        kind, file.topic, file.partition, file.location, at, f"{name}: {message}", file.broker_id
+                    )
+                    for at, message in piece
+                ],
+                schema=arrow_schema,
+            )
+
     try:
         with ExitStack() as stack:
             read_log: LogReader | None = None
             if file.log_location is not None:
-                filesystem, path = resolve(file.log_location)
-                segment = stack.enter_context(filesystem.open_input_file(path))
-                read_log = partial(_read_at, segment)
-            data = _read(file.location)
-            if is_offset_index:
-                problems = check_offset_index(data, file.base_offset, read_log)
+                read_log = partial(_read_at, stack.enter_context(_opened(file.log_location)))
+            index = stack.enter_context(_opened(file.location))
+            if file.kind == OFFSET_INDEX_SUFFIX:
+                problems = _offset_index_problems(partial(_read_at, index), index.size(), file.base_offset, read_log)
             else:
-                offset_index = _read(file.offset_index_location) if file.offset_index_location else b""
-                problems = check_time_index(data, file.base_offset, offset_index, read_log)
+                lookup = _OffsetLookup(partial(_slice, b""), 0)
+                if file.offset_index_location is not None:
+                    offset_index = stack.enter_context(_opened(file.offset_index_location))
+                    lookup = _OffsetLookup(partial(_read_at, offset_index), offset_index.size())
+                problems = _time_index_problems(
+                    partial(_read_at, index), index.size(), file.base_offset, lookup, read_log
+                )
+            yield from batches(problems)
     except OSError as exc:
         log.warning("cannot check %s: %s", file.location, exc)
-        problems = [IndexProblem(0, f"cannot read the index or its segment: {exc}")]
-    name = file.location.rpartition("/")[2]
-    return [
-        _problem_row(kind, file.topic, file.partition, file.location, position, f"{name}: {message}", file.broker_id)
-        for position, message in problems
-    ]
+        yield from batches([IndexProblem(0, f"cannot read the index or its segment: {exc}")])
 
 
 def _problem_row(
