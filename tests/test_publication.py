@@ -67,6 +67,7 @@ def test_the_run_row_publishes_every_table_version(published):
     assert set(run.versions) >= {"batches", "ingest_manifest", *AUDIT_TABLES}
     assert run.versions == table_versions(store)
     assert not (warehouse / "findings" / "_staging").exists()
+    assert not (warehouse / "_scratch").exists()  # a finished run leaves no trace of its intermediate tables
 
 
 def test_read_published_gives_the_published_rows(published, spark, tmp_path):

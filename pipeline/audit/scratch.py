@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
@@ -64,10 +65,19 @@ class Scratch:
         return f"{self.root}/{name}"
 
     def remove(self) -> None:
-        """Delete the folder and everything in it (any filesystem Hadoop reaches)."""
+        """Delete the folder and everything in it, and its parent when that is left empty (any Hadoop filesystem).
+
+        Runs keep their folders side by side under one parent (`<warehouse>/_scratch`); the last one out removes
+        it, so a finished run leaves no trace.
+        """
         jvm = self.spark._jvm
         path = jvm.org.apache.hadoop.fs.Path(self.root)
-        path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+        files = path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+        files.delete(path, True)
+        parent = path.getParent()
+        if parent is not None and files.exists(parent) and len(files.listStatus(parent)) == 0:
+            with suppress(Exception):  # another run's folder appeared meanwhile: the parent stays
+                files.delete(parent, False)
 
     def _write(self, df: DataFrame, path: str, label: str) -> None:
         self.stats.measure(df, label)
