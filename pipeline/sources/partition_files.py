@@ -19,10 +19,12 @@ import logging
 import math
 import re
 import struct
+import sys
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import astuple, dataclass
-from functools import partial, reduce
+from functools import lru_cache, partial, reduce
 from itertools import islice
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -95,6 +97,7 @@ TEXT_FILE_MAX_BYTES = 64 * 1024 * 1024
 # The binary files are fixed-size entries, read and decoded this many at a time: a foreign file of any size costs
 # one chunk and one record batch besides the rows already handed to Spark.
 ROWS_PER_BATCH = 16 * 1024
+LOOKUP_CHUNKS = 16  # chunks of a `.index` kept to look up a `.timeindex`'s entries: 2 MiB of their columns
 
 TXN_INDEX_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
 SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, CRC-32C of bytes [6, EOF), entry count
@@ -402,8 +405,7 @@ def _time_index_problems(
         if read_log is None:
             continue
         offset = base_offset + relative
-        slot = bisect.bisect_right(lookup, relative, key=itemgetter(0)) - 1
-        start = lookup[slot][1] if slot >= 0 else 0
+        start = lookup.start_for(relative)
         if resume is not None and resume[0] >= start and resume[1] <= offset:
             start = resume[0]
         try:
@@ -427,18 +429,53 @@ def _time_index_problems(
 
 
 class _OffsetLookup:
-    """The in-use entries of a `.index` as a sequence of (relative offset, position) for `bisect`, read from the
-    file entry by entry: a timeindex check holds one entry of it at a time, whatever its size."""
+    """The in-use entries of a `.index`, read a chunk at a time to find where a `.timeindex` entry's walk starts:
+    a check holds LOOKUP_CHUNKS chunks and the first offset of each, whatever the file's size."""
 
     def __init__(self, read_at: ByteReader, size: int) -> None:
         self._read_at = read_at
-        self._length = sum(1 for _ in _index_entries(read_at, size, OFFSET_INDEX_ENTRY, relative_field=0))
+        self._length = 0
+        self._chunk_firsts: list[int] = []
+        self._ascending = True
+        previous = None
+        for _, (relative, _) in _index_entries(read_at, size, OFFSET_INDEX_ENTRY, relative_field=0):
+            if self._length % ROWS_PER_BATCH == 0:
+                self._chunk_firsts.append(relative)
+            self._ascending = self._ascending and (previous is None or relative >= previous)
+            previous = relative
+            self._length += 1
+        self._chunk = lru_cache(maxsize=LOOKUP_CHUNKS)(self._read_chunk)
+
+    def start_for(self, relative: int) -> int:
+        """The position of the last entry at or below `relative` by bisection, 0 if there is none.
+
+        An ascending index is bisected on its chunks' first offsets, then within one chunk. An index out of
+        order gives the result of bisecting the whole list entry by entry, which depends on where it probes.
+        """
+        if self._ascending:
+            chunk = max(bisect.bisect_right(self._chunk_firsts, relative) - 1, 0)
+            offsets, positions = self._chunk(chunk)
+            slot = bisect.bisect_right(offsets, relative) - 1
+            return positions[slot] if slot >= 0 else 0
+        slot = bisect.bisect_right(self, relative, key=itemgetter(0)) - 1
+        return self[slot][1] if slot >= 0 else 0
 
     def __len__(self) -> int:
         return self._length
 
     def __getitem__(self, number: int) -> tuple[int, int]:
-        return OFFSET_INDEX_ENTRY.unpack(self._read_at(number * OFFSET_INDEX_ENTRY.size, OFFSET_INDEX_ENTRY.size))
+        offsets, positions = self._chunk(number // ROWS_PER_BATCH)
+        return offsets[number % ROWS_PER_BATCH], positions[number % ROWS_PER_BATCH]
+
+    def _read_chunk(self, chunk: int) -> tuple[array, array]:
+        """(relative offsets, positions) of the in-use entries of one chunk."""
+        first = chunk * ROWS_PER_BATCH
+        count = min(ROWS_PER_BATCH, self._length - first)
+        start, end = first * OFFSET_INDEX_ENTRY.size, (first + count) * OFFSET_INDEX_ENTRY.size
+        entries = array("i", b"".join(data for _, data in _chunks(self._read_at, start, end, OFFSET_INDEX_ENTRY.size)))
+        if sys.byteorder == "little":
+            entries.byteswap()
+        return entries[0::2], entries[1::2]
 
 
 def _size_problems(size: int, entry_size: int) -> list[IndexProblem]:
