@@ -38,9 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from deltalake import DeltaTable
-
 import bounds_inputs
+from deltalake import DeltaTable
 
 REPO = Path(__file__).resolve().parent.parent
 RELIABILITY_MD = REPO / "RELIABILITY.md"
@@ -270,8 +269,10 @@ def render(outcomes: list[Outcome], command: str, load_before: str, load_after: 
             f"| {outcome.counts.get('batches', '-')} | {findings} |"
         )
     failed = [outcome for outcome in outcomes if not outcome.passed]
-    lines += ["", f"{len(outcomes) - len(failed)} of {len(outcomes)} inputs within bounds. The suite took "
-              f"{minutes:.0f} minutes."]
+    lines += [
+        "",
+        f"{len(outcomes) - len(failed)} of {len(outcomes)} inputs within bounds. The suite took {minutes:.0f} minutes.",
+    ]
     for outcome in failed:
         lines += ["", f"`{outcome.name}` failed; the end of its output:", "", "```", outcome.error_tail, "```"]
     return "\n".join(lines)

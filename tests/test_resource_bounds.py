@@ -24,8 +24,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.audit.replay import FILE_ORDER, REPLICA, replay_input
 from pipeline.config import AuditSettings, IngestSettings, Settings
-from pipeline.sources.dispatch import read_inputs
 from pipeline.sources import segments
+from pipeline.sources.dispatch import read_inputs
 from pipeline.sources.kafka_format import iter_decoded, next_entry_start, segment_file_name
 from pipeline.sources.partition_files import (
     ROWS_PER_BATCH,
@@ -159,7 +159,6 @@ def test_thousands_of_partition_dirs_are_listed_in_one_pass(wide_root, monkeypat
     assert counting[0].calls == {"get_file_info": 2, "open_input_stream": 1}
 
 
-
 REPLAY_MEMORY = """
 import sys
 import pyarrow as pa
@@ -211,9 +210,7 @@ def test_a_partition_of_50000_producers_is_replayed_without_a_copy_of_its_rows(s
     assert grown / replayed < 600
 
 
-@pytest.mark.parametrize(
-    "name", ["leader-epoch-checkpoint", "partition.metadata", "recovery-point-offset-checkpoint"]
-)
+@pytest.mark.parametrize("name", ["leader-epoch-checkpoint", "partition.metadata", "recovery-point-offset-checkpoint"])
 def test_a_huge_text_file_is_one_problem_naming_it_not_a_whole_read(tmp_path, name):
     """A sparse 80 MiB file where a checkpoint belongs: read whole, its one line would be quoted in the problem."""
     log_dir = tmp_path / "broker-0"

@@ -159,9 +159,7 @@ def producer_state(
     )
 
 
-def with_state(
-    rows: pa.Table, longs: np.ndarray, flags: np.ndarray, version_mode: int, schema: pa.Schema
-) -> pa.Table:
+def with_state(rows: pa.Table, longs: np.ndarray, flags: np.ndarray, version_mode: int, schema: pa.Schema) -> pa.Table:
     """`rows` with the kernel's outputs for them (one column of `longs` and `flags` per row), typed as `schema`."""
     columns: dict[str, pa.Array] = {}
     for name, index in _LONG_COLUMNS.items():
