@@ -1,0 +1,105 @@
+"""Pinned Java jars fetched from Maven Central at install time, never while an audit runs.
+
+A bundle is a folder `pipeline/jars/<name>/` holding a `pom.xml` that pins its artifacts and a `jars.sha256`
+lock (`sha256sum` format) of every jar Maven resolves for it. `fetch` asks Maven to copy the bundle's runtime
+dependencies into the installation (`<venv>/share/produce-audit/jars/<name>`; Maven's own `~/.m2` cache keeps
+the downloads between installations) and accepts the folder only when its jars are exactly the locked ones.
+`installed` is what the runtime looks at: the folder, when a verified fetch completed, else None.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BUNDLES = Path(__file__).with_name("jars")
+INSTALL_ROOT = Path(sys.prefix) / "share" / "produce-audit" / "jars"
+_VERIFIED = ".verified"  # written last, so a fetch cut short is not taken for a complete one
+MAVEN_SECONDS = 1800
+
+
+class BundleError(RuntimeError):
+    """A bundle that cannot be fetched or does not match its lock; the message says which and why."""
+
+
+def lock(name: str) -> dict[str, str]:
+    """The locked jars of bundle `name`: file name -> sha256."""
+    entries = {}
+    for line in (BUNDLES / name / "jars.sha256").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            digest, file_name = line.split(maxsplit=1)
+            entries[file_name.lstrip("*")] = digest
+    return entries
+
+
+def digests(folder: Path) -> dict[str, str]:
+    """file name -> sha256 of every jar in `folder`."""
+    return {jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in sorted(folder.glob("*.jar"))}
+
+
+def installed(name: str) -> Path | None:
+    """The folder of bundle `name` when a verified fetch put it in this installation."""
+    folder = INSTALL_ROOT / name
+    return folder if (folder / _VERIFIED).is_file() else None
+
+
+def classpath(name: str) -> list[str]:
+    """The jars of an installed bundle, sorted; empty when it is not installed."""
+    folder = installed(name)
+    return sorted(str(jar) for jar in folder.glob("*.jar")) if folder else []
+
+
+def mismatches(expected: dict[str, str], found: dict[str, str]) -> list[str]:
+    """What differs between a lock and the jars found, one phrase each; empty when they agree."""
+    problems = [f"{jar} is missing" for jar in sorted(expected.keys() - found.keys())]
+    problems += [f"{jar} is not in the lock" for jar in sorted(found.keys() - expected.keys())]
+    problems += [
+        f"{jar} has sha256 {found[jar]}, the lock says {expected[jar]}"
+        for jar in sorted(expected.keys() & found.keys())
+        if expected[jar] != found[jar]
+    ]
+    return problems
+
+
+def fetch(name: str, *, update_lock: bool = False) -> Path:
+    """Copy bundle `name`'s jars from Maven into the installation and verify them against the lock.
+
+    `update_lock` rewrites the lock from what Maven resolved instead (after a deliberate version change).
+    """
+    if installed(name) and not update_lock:
+        return INSTALL_ROOT / name
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise BundleError(f"jar bundle {name!r} needs Maven (mvn) on PATH to be fetched from Maven Central")
+    INSTALL_ROOT.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=INSTALL_ROOT))
+    try:
+        command = [
+            mvn, "-B", "-q", "-C", "-f", str(BUNDLES / name / "pom.xml"), "dependency:copy-dependencies",
+            "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=MAVEN_SECONDS, check=False)
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+            raise BundleError(f"Maven could not fetch jar bundle {name!r} (exit {done.returncode}):\n{tail}")
+        found = digests(staging)
+        if update_lock:
+            lines = [f"{digest}  {jar}" for jar, digest in found.items()]
+            (BUNDLES / name / "jars.sha256").write_text("\n".join(lines) + "\n")
+        problems = mismatches(lock(name), found)
+        if problems:
+            lock_file = f"pipeline/jars/{name}/jars.sha256"
+            raise BundleError(f"jar bundle {name!r} does not match {lock_file}: " + "; ".join(problems))
+        (staging / _VERIFIED).write_text("\n".join(sorted(found)) + "\n")
+        target = INSTALL_ROOT / name
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+        return target
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
