@@ -1,0 +1,168 @@
+"""A single-node Kafka broker in KRaft mode (combined broker and controller) on loopback, as a child process.
+
+The broker is started from the bundle's jars with `kafka.Kafka`, after `StorageTool format` has written its
+meta.properties, and stopped with SIGTERM, waiting for the controlled shutdown to finish: a clean stop is what
+writes the producer-state snapshots, the recovery checkpoints and the flushed segments the audit then reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.kafka_broker import jvm
+
+STARTED = "Kafka Server started"
+STOPPED = "[BrokerServer id=1] shut down completed"  # after the log manager closed every log
+START_SECONDS = 90
+STOP_SECONDS = 90
+
+# Settings a one-node test cluster needs (replication factor 1), plus short intervals so that timeout aborts,
+# retention and DeleteRecords take effect within seconds instead of minutes.
+BASE_PROPERTIES = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    "num.partitions": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "2",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "2",
+    "group.initial.rebalance.delay.ms": "0",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "log.retention.check.interval.ms": "1000",
+    "log.segment.delete.delay.ms": "0",
+    "log.initial.task.delay.ms": "0",
+    "auto.create.topics.enable": "false",
+}
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.raft.name = org.apache.kafka.raft
+logger.raft.level = WARN
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Broker:
+    """One broker whose files live under `home`: `home/data` is its log dir (and KRaft metadata dir)."""
+
+    home: Path
+    features: dict[str, int] = field(default_factory=dict)  # e.g. {"transaction.version": 2}, set at format
+    port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+    starts: int = 0
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def server_log(self) -> Path:
+        return self.home / "server.log"
+
+    def properties(self) -> dict[str, str]:
+        return {
+            **BASE_PROPERTIES,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "log.dirs": str(self.log_dir),
+        }
+
+    def format(self) -> None:
+        """Write the configuration files and format the log dir as a new single-node cluster."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        lines = [f"{key}={value}" for key, value in self.properties().items()]
+        (self.home / "server.properties").write_text("\n".join(lines) + "\n")
+        (self.home / "log4j2.properties").write_text(LOG4J2.format(log=self.server_log))
+        features = [arg for name, level in self.features.items() for arg in ("--feature", f"{name}={level}")]
+        jvm.run(
+            "kafka.tools.StorageTool", "format", "--config", str(self.home / "server.properties"),
+            "--cluster-id", _base64_uuid(), "--ignore-formatted", *features,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        """Start the broker and wait until it serves; the previous start's log lines are kept."""
+        offset = self.server_log.stat().st_size if self.server_log.exists() else 0
+        java = jvm.command(
+            "kafka.Kafka",
+            str(self.home / "server.properties"),
+            heap="512m",
+            # log4j2 must keep logging until the broker's own shutdown hook has finished
+            options=(
+                f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
+                "-Dlog4j2.shutdownHookEnabled=false",
+            ),
+        )
+        with open(self.home / "stderr.log", "ab") as stderr:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(java, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        self.starts += 1
+        self._wait_for(STARTED, offset, START_SECONDS)
+
+    def stop(self) -> None:
+        """SIGTERM and wait for the controlled shutdown; a broker that does not finish in time is an error."""
+        if self.process is None:
+            return
+        offset = self.server_log.stat().st_size
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise RuntimeError(f"broker did not stop within {STOP_SECONDS} s; see {self.server_log}") from None
+        finally:
+            self.process = None
+        if STOPPED not in self._log_since(offset):
+            raise RuntimeError(f"broker exited without a clean shutdown; see {self.server_log}")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def _log_since(self, offset: int) -> str:
+        with open(self.server_log, "rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+
+    def _wait_for(self, line: str, offset: int, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}; see {self.server_log}")
+            if self.server_log.exists() and line in self._log_since(offset):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"broker did not log {line!r} within {seconds} s; see {self.server_log}")
+
+
+def _base64_uuid() -> str:
+    """A cluster id as Kafka prints them: a random UUID in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
