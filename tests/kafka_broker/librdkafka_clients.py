@@ -87,12 +87,27 @@ def idempotent(bootstrap: str, ledger: Ledger, topic: str, producers: int = 2, c
 
 
 def transactions(
-    bootstrap: str, ledger: Ledger, workload: str, topic: str, partitions: Sequence[int], rounds: int, pause: float
+    bootstrap: str,
+    ledger: Ledger,
+    workload: str,
+    topic: str,
+    partitions: Sequence[int],
+    rounds: int,
+    pause: float,
+    marker_alone: int | None = None,
 ) -> None:
-    """Commits and aborts in turn; `pause` between them lets segment.ms roll segments."""
+    """Commits and aborts in turn, `pause` apart so that segment.ms rolls a segment for each.
+
+    Transaction number `marker_alone` waits `pause` before its end too, so its marker opens a segment of its own.
+    """
     client = Transactional(bootstrap, ledger, workload, f"{workload}-txn")
     for index in range(rounds):
-        client.run(topic, partitions, 30, commit=index % 2 == 0)
+        commit = index % 2 == 0
+        entry = client.begin("commit" if commit else "abort", COMMITTED if commit else ABORTED)
+        send(client.producer, entry, topic, partitions, 30)
+        if index == marker_alone:
+            time.sleep(pause)
+        (client.producer.commit_transaction if commit else client.producer.abort_transaction)(SECONDS)
         time.sleep(pause)
 
 

@@ -17,7 +17,7 @@ from tests.kafka_broker.dumps import dump_log_dir
 from tests.kafka_broker.ledger import COMMITTED, Ledger
 
 KAFKA_VERSION = "4.1.1"
-ROLL = {"segment.ms": "400"}  # segments roll on the first append 400 ms after they opened
+ROLL = {"segment.ms": "500"}  # a segment rolls on the first append 500 ms after it opened
 TOPICS = {
     "idempotent": (3, {}),
     "v1": (3, ROLL),
@@ -52,7 +52,9 @@ def run_all(home: Path) -> Fixture:
         bootstrap = broker.bootstrap
         librdkafka_clients.create_topics(bootstrap, TOPICS)
         librdkafka_clients.idempotent(bootstrap, ledger, "idempotent")
-        librdkafka_clients.transactions(bootstrap, ledger, "v1-transactions", "v1", [0, 1, 2], 6, pause=0.5)
+        librdkafka_clients.transactions(
+            bootstrap, ledger, "v1-transactions", "v1", [0, 1, 2], 6, pause=0.8, marker_alone=3
+        )
         librdkafka_clients.zombie(bootstrap, ledger, "v1")
         librdkafka_clients.timeout(bootstrap, ledger, "v1")
         librdkafka_clients.offsets(bootstrap, ledger, "idempotent", "v1")
