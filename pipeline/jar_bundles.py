@@ -29,8 +29,12 @@ class BundleError(RuntimeError):
 
 def lock(name: str) -> dict[str, str]:
     """The locked jars of bundle `name`: file name -> sha256."""
+    return _parse((BUNDLES / name / "jars.sha256").read_text())
+
+
+def _parse(text: str) -> dict[str, str]:
     entries = {}
-    for line in (BUNDLES / name / "jars.sha256").read_text().splitlines():
+    for line in text.splitlines():
         if line.strip() and not line.startswith("#"):
             digest, file_name = line.split(maxsplit=1)
             entries[file_name.lstrip("*")] = digest
@@ -42,10 +46,22 @@ def digests(folder: Path) -> dict[str, str]:
     return {jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in sorted(folder.glob("*.jar"))}
 
 
+def names() -> list[str]:
+    """Every bundle the project ships: the folders under pipeline/jars with a pom.xml."""
+    return sorted(pom.parent.name for pom in BUNDLES.glob("*/pom.xml"))
+
+
 def installed(name: str) -> Path | None:
-    """The folder of bundle `name` when a verified fetch put it in this installation."""
+    """The folder of bundle `name` when a verified fetch of its current lock put it in this installation.
+
+    A folder verified against an older lock (the project was updated since) counts as missing, so the next
+    `produce-audit prepare` fetches the new jars instead of the runtime using the old ones.
+    """
     folder = INSTALL_ROOT / name
-    return folder if (folder / _VERIFIED).is_file() else None
+    try:
+        return folder if _parse((folder / _VERIFIED).read_text()) == lock(name) else None
+    except (OSError, ValueError):
+        return None
 
 
 def classpath(name: str) -> list[str]:
@@ -88,14 +104,14 @@ def fetch(name: str, *, update_lock: bool = False) -> Path:
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
             raise BundleError(f"Maven could not fetch jar bundle {name!r} (exit {done.returncode}):\n{tail}")
         found = digests(staging)
+        listing = "".join(f"{digest}  {jar}\n" for jar, digest in found.items())
         if update_lock:
-            lines = [f"{digest}  {jar}" for jar, digest in found.items()]
-            (BUNDLES / name / "jars.sha256").write_text("\n".join(lines) + "\n")
+            (BUNDLES / name / "jars.sha256").write_text(listing)
         problems = mismatches(lock(name), found)
         if problems:
             lock_file = f"pipeline/jars/{name}/jars.sha256"
             raise BundleError(f"jar bundle {name!r} does not match {lock_file}: " + "; ".join(problems))
-        (staging / _VERIFIED).write_text("\n".join(sorted(found)) + "\n")
+        (staging / _VERIFIED).write_text(listing)
         target = INSTALL_ROOT / name
         if target.exists():
             shutil.rmtree(target)
