@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,10 +22,20 @@ BUNDLES = Path(__file__).with_name("jars")
 INSTALL_ROOT = Path(sys.prefix) / "share" / "produce-audit" / "jars"
 _VERIFIED = ".verified"  # written last, so a fetch cut short is not taken for a complete one
 MAVEN_SECONDS = 1800
+# The plugin is pinned too: Maven's default for the `dependency:` prefix depends on the Maven release.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Maven 3.8 colours a line or two even in batch mode
+COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
 
 
 class BundleError(RuntimeError):
-    """A bundle that cannot be fetched or does not match its lock; the message says which and why."""
+    """A bundle that cannot be fetched or does not match its lock; the message says which and why.
+
+    `detail` holds what Maven printed, for a log rather than for the one line a user reads.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 def lock(name: str) -> dict[str, str]:
@@ -70,6 +81,17 @@ def classpath(name: str) -> list[str]:
     return sorted(str(jar) for jar in folder.glob("*.jar")) if folder else []
 
 
+def fetch_all() -> dict[str, BundleError]:
+    """Fetch every bundle the project ships; the ones that failed, by name (a failure does not stop the rest)."""
+    failed = {}
+    for name in names():
+        try:
+            fetch(name)
+        except BundleError as exc:
+            failed[name] = exc
+    return failed
+
+
 def mismatches(expected: dict[str, str], found: dict[str, str]) -> list[str]:
     """What differs between a lock and the jars found, one phrase each; empty when they agree."""
     problems = [f"{jar} is missing" for jar in sorted(expected.keys() - found.keys())]
@@ -96,13 +118,19 @@ def fetch(name: str, *, update_lock: bool = False) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=INSTALL_ROOT))
     try:
         command = [
-            mvn, "-B", "-q", "-C", "-f", str(BUNDLES / name / "pom.xml"), "dependency:copy-dependencies",
+            mvn, "-B", "-q", "-C", "-Dstyle.color=never", "-f", str(BUNDLES / name / "pom.xml"), COPY_GOAL,
             "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
         ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=MAVEN_SECONDS, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=MAVEN_SECONDS, check=False)
+        except subprocess.TimeoutExpired:
+            raise BundleError(f"Maven did not fetch jar bundle {name!r} within {MAVEN_SECONDS} s") from None
         if done.returncode != 0:
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
-            raise BundleError(f"Maven could not fetch jar bundle {name!r} (exit {done.returncode}):\n{tail}")
+            lines = _ANSI.sub("", done.stdout + done.stderr).strip().splitlines()
+            raise BundleError(
+                f"Maven could not fetch jar bundle {name!r} (exit {done.returncode}){_reason(lines)}",
+                "\n".join(lines[-15:]),
+            )
         found = digests(staging)
         listing = "".join(f"{digest}  {jar}\n" for jar, digest in found.items())
         if update_lock:
@@ -119,3 +147,10 @@ def fetch(name: str, *, update_lock: bool = False) -> Path:
         return target
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _reason(maven_lines: list[str]) -> str:
+    """The end of Maven's first error, where its chain of causes names the root one (an unknown host ...)."""
+    first = next((line for line in maven_lines if line.startswith("[ERROR] ")), "[ERROR] ")
+    reason = first[len("[ERROR] ") :].removesuffix(" -> [Help 1]").strip()
+    return "" if not reason else f": {reason}" if len(reason) <= 240 else f": ...{reason[-240:]}"

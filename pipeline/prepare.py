@@ -1,8 +1,14 @@
-"""`produce-audit prepare`: the installation step that records the JVM class archive (pipeline.class_archive).
+"""`produce-audit prepare`: the installation step that fetches the jar bundles (pipeline.jar_bundles) and then
+records the JVM class archive (pipeline.class_archive).
 
-It audits the bundled sample once, in a temporary folder, in a JVM started with -XX:ArchiveClassesAtExit; that
-JVM writes the archive as it exits, which it does when its standard input closes. The archive is written under
-a temporary name and moved into place whole, so a session never maps a half-written one.
+The jars come first so that the archive is recorded in the session later runs start: with delta-spark when
+`auto` will pick it. Without Maven or Maven Central the jars are skipped, one line says so, and runs use the
+embedded Delta backend; `--require-jars` makes that an error instead.
+
+The archive: it audits the bundled sample once, in a temporary folder, in a JVM started with
+-XX:ArchiveClassesAtExit; that JVM writes the archive as it exits, which it does when its standard input
+closes. The archive is written under a temporary name and moved into place whole, so a session never maps a
+half-written one.
 """
 
 from __future__ import annotations
@@ -14,15 +20,27 @@ from pathlib import Path
 
 from pyspark import SparkContext
 
-from pipeline import runner
+from pipeline import delta_jars, jar_bundles, runner
 from pipeline.class_archive import JAVA_OPTIONS, archive_path, recording
 from pipeline.config import Settings
+from pipeline.errors import InputError
 from pipeline.samples import generate
 from pipeline.session import build_session
 from pipeline.tables.store import TableStore
 
 log = logging.getLogger(__name__)
 JVM_EXIT_SECONDS = 600  # writing the archive takes seconds; a JVM still alive after this is stuck
+
+
+def install_jar_bundles(require: bool) -> None:
+    """Fetch every jar bundle; a failure is one warning line, or with `require` an input error (exit 2)."""
+    for name, error in jar_bundles.fetch_all().items():
+        if error.detail:
+            log.debug("Maven's output for %s:\n%s", name, error.detail)
+        if require:
+            raise InputError(f"pipeline/jars/{name}", str(error))
+        fallback = " (Delta tables use the embedded backend)" if name == delta_jars.BUNDLE else ""
+        log.warning("%s; going on without it%s", error, fallback)
 
 
 def record_class_archive(settings: Settings, run_id: str) -> Path:

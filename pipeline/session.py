@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from pipeline.class_archive import JAVA_OPTIONS, with_archive
 from pipeline.config import Settings
+from pipeline.delta_jars import session_conf
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ def build_session(settings: Settings) -> SparkSession:
     if settings.spark.master and not os.environ.get("SPARK_MASTER_FROM_SUBMIT"):
         builder = builder.master(settings.spark.master)
     conf = dict(settings.spark.conf)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # else spark-submit started the JVM, with its jars (spark-submit.sh)
+        conf = session_conf(conf, settings.delta.backend)
     conf[JAVA_OPTIONS] = with_archive(conf.get(JAVA_OPTIONS, ""))  # the JVM starts here: let it map the archive
     for key, value in conf.items():
         builder = builder.config(key, value)
