@@ -120,6 +120,20 @@ driver_java_options() {
         "$given"
 }
 
+# The delta-spark jars of `produce-audit prepare` (pipeline/delta_jars.py): --jars, merged with the jars already
+# given, and the Delta session extension and catalog, one option per line; none when the job's delta.backend is
+# embedded, the bundle is not installed or the properties file or command line bring a Delta of their own.
+delta_options() {
+    local properties="$1"
+    shift
+    "$VENV/bin/python" -c '
+import sys
+from pipeline.delta_jars import submit_options
+count = int(sys.argv[2])
+print("\n".join(submit_options(sys.argv[1], sys.argv[3 : 3 + count], sys.argv[3 + count :])))
+' "$properties" "${#submit_args[@]}" ${submit_args[@]+"${submit_args[@]}"} "$@"
+}
+
 # Executors import the pipeline and schemas packages from this zip; it is rebuilt on every submit (it is small)
 # so that it never lags behind the sources.
 build_libs_zip() {
@@ -165,6 +179,10 @@ if [[ "$master" == local || "$master" == local\[* ]]; then  # a driver on this m
     options="$(driver_java_options "$properties")"
     [[ -n "$options" ]] && java_options=(--conf "spark.driver.extraJavaOptions=$options")
 fi
+delta=()
+while IFS= read -r option; do
+    [[ -n "$option" ]] && delta+=("$option")
+done < <(delta_options "$properties" "$@")
 # spark-submit merges the Python driver's stderr into its stdout, so progress lines would mix into the report.
 # Everything the job prints goes to stderr here; the report alone is written to a file and printed at the end.
 report="$(mktemp)"
@@ -176,6 +194,7 @@ PRODUCE_AUDIT_REPORT_FILE="$report" "$VENV/bin/spark-submit" \
     ${java_options[@]+"${java_options[@]}"} \
     --py-files "$py_files" \
     ${submit_args[@]+"${submit_args[@]}"} \
+    ${delta[@]+"${delta[@]}"} \
     "$ROOT/jobs/$job.py" "$@" 1>&2
 code=$?
 set -e

@@ -17,9 +17,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from xml.etree import ElementTree
 
 BUNDLES = Path(__file__).with_name("jars")
 INSTALL_ROOT = Path(sys.prefix) / "share" / "produce-audit" / "jars"
+_POM_NAMESPACE = "http://maven.apache.org/POM/4.0.0"
 _VERIFIED = ".verified"  # written last, so a fetch cut short is not taken for a complete one
 MAVEN_SECONDS = 1800
 # The plugin is pinned too: Maven's default for the `dependency:` prefix depends on the Maven release.
@@ -55,6 +57,16 @@ def _parse(text: str) -> dict[str, str]:
 def digests(folder: Path) -> dict[str, str]:
     """file name -> sha256 of every jar in `folder`."""
     return {jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in sorted(folder.glob("*.jar"))}
+
+
+def coordinates(name: str) -> list[str]:
+    """`group:artifact:version` of each dependency the bundle's pom pins, e.g. for a `--packages` hint."""
+    pom = ElementTree.parse(BUNDLES / name / "pom.xml").getroot()
+    spaces = {"m": _POM_NAMESPACE}
+    return [
+        ":".join(dependency.findtext(f"m:{part}", "", spaces) for part in ("groupId", "artifactId", "version"))
+        for dependency in pom.iterfind("m:dependencies/m:dependency", spaces)
+    ]
 
 
 def names() -> list[str]:
