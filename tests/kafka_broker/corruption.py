@@ -11,6 +11,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+COPIES = ("pristine", "truncated", "bitflip", "dropped", "markerless")  # the copies' topic names
 HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header (spec §1.1)
 CONTROL = 0x20
 
