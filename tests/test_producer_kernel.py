@@ -4,7 +4,6 @@ on generated logs with anomalies of every family and on real broker dirs."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,8 +12,10 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.producer_arrow import REPLICA_KEY, replay_replicas, whole_groups
-from pipeline.audit.replay import FILE_ORDER, REPLICA, replay, replay_input
+from pipeline.audit import producer_arrow
+from pipeline.audit.file_order import with_file_order
+from pipeline.audit.producer_arrow import with_producer_state
+from pipeline.audit.replay import FILE_ORDER, PRODUCER_ORDER, REPLICA, replay, replay_input
 from pipeline.config import AuditSettings, Settings
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
@@ -71,30 +72,26 @@ def test_same_state_as_the_window_reference_on_real_broker_dirs(spark, realdata)
         _assert_same_state(spark, [log_dir], settings)
 
 
-def test_a_replica_cut_across_batches_is_replayed_whole(spark, generated):
-    """Re-cutting the sorted stream anywhere changes nothing: the pass always sees whole replicas."""
+def test_cutting_the_sorted_stream_anywhere_changes_nothing(spark, generated, monkeypatch):
+    """Both passes carry their state from one record batch to the next, and a producer's rows held past
+    HELD_ROWS go through a file: any cut of the stream, down to one row per batch, gives the same rows."""
+    monkeypatch.setattr(producer_arrow, "HELD_ROWS", 40)
     settings = AuditSettings(compacted_topics=["*-changelog"])
-    batches = read_inputs(spark, [str(generated)], Settings())
-    rows_df = replay_input(batches, settings)
+    rows_df = replay_input(read_inputs(spark, [str(generated)], Settings()), settings)
     rows = rows_df.toArrow().sort_by([(name, "ascending") for name in [*REPLICA, *FILE_ORDER]])
-    schema = to_arrow_schema(
-        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
-    )
+    in_file_order = T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields])
+    schema = to_arrow_schema(T.StructType([*in_file_order.fields, *PRODUCER_STATE_COLUMNS.fields]))
 
     def replayed(size: int) -> pa.Table:
-        pieces = iter(rows.to_batches(max_chunksize=size))
-        out = replay_replicas(pieces, expiration_ms=86_400_000, version_mode=0, schema=schema)
+        ordered = pa.Table.from_batches(list(with_file_order(iter(rows.to_batches(max_chunksize=size)))))
+        ordered = ordered.sort_by([(name, "ascending") for name in [*REPLICA, *PRODUCER_ORDER]])
+        out = with_producer_state(
+            iter(ordered.to_batches(max_chunksize=size)), expiration_ms=86_400_000, version_mode=0, schema=schema
+        )
         return pa.Table.from_batches(list(out), schema=schema)
 
     whole = replayed(rows.num_rows)
     assert whole.num_rows == rows.num_rows
+    assert whole.column("transaction_version").null_count < whole.num_rows
     for size in (1, 7, 500):
-        tables = list(whole_groups(iter(rows.to_batches(max_chunksize=size)), REPLICA_KEY))
-        assert len(tables) == len({_key(table, 0) for table in tables})  # each replica in one piece
-        for before, after in itertools.pairwise(tables):
-            assert _key(before, before.num_rows - 1) != _key(after, 0)
         assert replayed(size).equals(whole)
-
-
-def _key(table: pa.Table, row: int) -> tuple:
-    return tuple(table.column(name)[row].as_py() for name in REPLICA_KEY)

@@ -19,10 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from crc32c import crc32c
-from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.replay import FILE_ORDER, REPLICA, replay_input
+from pipeline.audit.file_order import with_file_order
+from pipeline.audit.replay import FILE_ORDER, PRODUCER_ORDER, REPLICA, replay_input
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources import segments
 from pipeline.sources.dispatch import read_inputs
@@ -46,7 +46,6 @@ from pipeline.sources.segments import SegmentFile, decode_file, discover_segment
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
-from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 from schemas.txn_index import TXN_INDEX
 
 REPO = Path(__file__).resolve().parent.parent
@@ -162,52 +161,77 @@ def test_thousands_of_partition_dirs_are_listed_in_one_pass(wide_root, monkeypat
 REPLAY_MEMORY = """
 import sys
 import pyarrow as pa
-from pipeline.audit.producer_arrow import replay_replicas
+from pipeline.audit.file_order import with_file_order
+from pipeline.audit.producer_arrow import with_producer_state
+from pyspark.sql.pandas.types import to_arrow_schema
+from schemas.replay import PRODUCER_STATE_COLUMNS
+
+STATE = to_arrow_schema(PRODUCER_STATE_COLUMNS)
 
 def resident_kib(field):
     return int(next(line for line in open("/proc/self/status") if line.startswith(field)).split()[1])
 
-def replay(rows, schema):
-    pieces = rows.to_batches(max_chunksize=10_000)
-    out = replay_replicas(pieces, expiration_ms=86_400_000, version_mode=0, schema=schema)
-    return sum(batch.num_rows for batch in out)
+def batches(path):
+    with pa.OSFile(path) as source:
+        yield from pa.ipc.open_stream(source)
 
-rows = pa.ipc.open_file(sys.argv[1]).read_all().combine_chunks()
-schema = pa.ipc.open_file(sys.argv[2]).schema
-replay(rows.slice(0, 1000), schema)  # the kernels load
+def replay(in_file_order, in_producer_order):
+    schema = pa.schema([*pa.ipc.open_stream(in_producer_order).schema, *STATE])
+    out = with_producer_state(batches(in_producer_order), expiration_ms=86_400_000, version_mode=0, schema=schema)
+    return sum(batch.num_rows for batch in with_file_order(batches(in_file_order))), sum(b.num_rows for b in out)
+
+replay(sys.argv[3], sys.argv[4])  # the kernels load
 before = resident_kib("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")  # VmHWM restarts from the current resident size
-replayed = replay(rows, schema)
-print(replayed, rows.nbytes, (resident_kib("VmHWM") - before) * 1024)
+print(*replay(sys.argv[1], sys.argv[2]), (resident_kib("VmHWM") - before) * 1024)
 """
 
 
-def test_a_partition_of_50000_producers_is_replayed_without_a_copy_of_its_rows(spark, tmp_path):
-    """The replay pass holds one replica, the partition here. Besides those rows (about 300 bytes each) it
-    allocates the kernel's columns in producer order, about 450 bytes per row; a copy of the rows in producer
-    order, or the output columns of the whole replica at once, would take it past 600."""
-    root = tmp_path / "root"
-    bounds_inputs.many_producers(root, 50_000)
+def _replay_streams(spark, root: Path, folder: Path) -> tuple[Path, Path, int, int]:
+    """The replay's two inputs for `root`, each sorted as Spark sorts it, as Arrow stream files; and the rows'
+    count and their bytes."""
     rows_df = replay_input(read_inputs(spark, [str(root)], Settings()), AuditSettings())
     rows = rows_df.toArrow().sort_by([(name, "ascending") for name in [*REPLICA, *FILE_ORDER]])
-    schema = to_arrow_schema(
-        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
-    )
-    rows_file, schema_file = tmp_path / "rows.arrow", tmp_path / "schema.arrow"
-    with pa.ipc.new_file(rows_file, rows.schema) as writer:
-        writer.write_table(rows)
-    pa.ipc.new_file(schema_file, schema).close()
-    measured = subprocess.run(
-        [sys.executable, "-c", REPLAY_MEMORY, str(rows_file), str(schema_file)],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO,
-    )
-    replayed, input_bytes, grown = map(int, measured.stdout.split())
-    assert replayed == rows.num_rows == 50_000
-    assert input_bytes / replayed > 200
-    assert grown / replayed < 600
+    in_file_order, in_producer_order = folder / "file-order.arrows", folder / "producer-order.arrows"
+    with pa.ipc.new_stream(in_file_order, rows.schema) as writer:
+        writer.write_table(rows, max_chunksize=10_000)
+    neighbours = pa.Table.from_batches(list(with_file_order(iter(rows.to_batches(max_chunksize=10_000)))))
+    neighbours = neighbours.sort_by([(name, "ascending") for name in [*REPLICA, *PRODUCER_ORDER]])
+    with pa.ipc.new_stream(in_producer_order, neighbours.schema) as writer:
+        writer.write_table(neighbours, max_chunksize=10_000)
+    return in_file_order, in_producer_order, rows.num_rows, rows.nbytes
+
+
+def test_the_replay_passes_hold_record_batches_not_partitions(spark, tmp_path):
+    """Both replay passes carry a few numbers from one record batch to the next, and the producer pass holds
+    at most HELD_ROWS of one producer (more go to a file): a partition of 100,000 producers and one of a single
+    producer's 100,000 batches are replayed in about 17 MiB, as 2,000 rows are and about half the rows' size;
+    holding a partition took 750 bytes a row."""
+    small = _replay_streams(spark, _input(tmp_path / "small", bounds_inputs.many_producers, 2_000), tmp_path)
+    cases = {
+        "many producers": (bounds_inputs.many_producers, 100_000),
+        "one producer": (lambda root, size: bounds_inputs.large_segment(root, size, producers=1), 36 * MIB),
+    }
+    for name, (write, size) in cases.items():
+        folder = tmp_path / name.replace(" ", "-")
+        in_file_order, in_producer_order, rows, input_bytes = _replay_streams(
+            spark, _input(folder / "root", write, size), folder
+        )
+        measured = subprocess.run(
+            [sys.executable, "-c", REPLAY_MEMORY, str(in_file_order), str(in_producer_order), *map(str, small[:2])],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+        )
+        file_order_rows, producer_rows, grown = map(int, measured.stdout.split())
+        assert file_order_rows == producer_rows == rows >= 100_000, name
+        assert grown < 24 * MIB < input_bytes, (name, grown, input_bytes)
+
+
+def _input(root: Path, write, size: int) -> Path:
+    write(root, size)
+    return root
 
 
 @pytest.mark.parametrize("name", ["leader-epoch-checkpoint", "partition.metadata", "recovery-point-offset-checkpoint"])

@@ -18,3 +18,28 @@ def int64_values(rows: pa.Table, name: str) -> np.ndarray:
 def flag_values(rows: pa.Table, name: str) -> np.ndarray:
     """A boolean column as int64 0/1, null as 0."""
     return pc.fill_null(rows.column(name).combine_chunks(), False).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def key_at(rows: pa.Table | pa.RecordBatch, row: int, key: list[str]) -> tuple:
+    """The values of the `key` columns at `row`."""
+    return tuple(rows.column(name)[row].as_py() for name in key)
+
+
+def group_starts(rows: pa.Table | pa.RecordBatch, key: list[str], previous: tuple | None) -> np.ndarray:
+    """Whether each row (of rows sorted by `key`) begins a group of equal `key`; the first row does when its key
+    differs from `previous`, the key of the row before it (None when there was none)."""
+    starts = np.zeros(rows.num_rows, dtype=np.bool_)
+    if rows.num_rows == 0:
+        return starts
+    starts[0] = previous is None or key_at(rows, 0, key) != previous
+    for name in key:
+        column = rows.column(name)
+        column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            values = column.dictionary_encode().indices.to_numpy(zero_copy_only=False)
+        elif pa.types.is_boolean(column.type):
+            values = pc.fill_null(column, False).to_numpy(zero_copy_only=False)
+        else:
+            values = pc.fill_null(column.cast(pa.int64()), NONE).to_numpy(zero_copy_only=False)
+        starts[1:] |= values[1:] != values[:-1]
+    return starts

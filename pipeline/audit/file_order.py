@@ -1,27 +1,60 @@
 """What an entry's neighbours in its replica's files were: the state the §6.1 order checks compare.
 
-Computed with numpy over one replica's rows in file order (segment base offset, position), inside the same
-`mapInArrow` pass as the producer state (pipeline.audit.producer_arrow), so the replay needs no window and
-no sort of its own for it. The window-function definition it must match is kept as the test reference
-(tests/reference_replay.py, `with_file_order_state`).
+The first `mapInArrow` pass of the replay (pipeline.audit.replay): the rows arrive sorted by replica and file
+order (segment base offset, position), a record batch at a time, and leave with FILE_ORDER_COLUMNS added. Lags,
+running maxima and sums restart at every replica; what a replica's rows so far leave for the next batch is a
+`FileOrderCarry` of a few numbers, and the next entry's segment is read from the following batch, so memory
+holds two record batches whatever the replica's size. The window-function definition it must match is kept as
+the test reference (tests/reference_replay.py, `with_file_order_state`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.arrow_columns import NONE, int64_values
+from pipeline.audit.arrow_columns import NONE, group_starts, int64_values, key_at
 from schemas.batches import STATUS_LEGACY, STATUS_OK
 from schemas.replay import FILE_ORDER_COLUMNS
 
+REPLICA_KEY = ["topic", "partition", "broker_id"]
 _TYPES = {field.name: field.type for field in to_arrow_schema(FILE_ORDER_COLUMNS)}
 
 
-def file_order_columns(rows: pa.Table, starts: np.ndarray) -> dict[str, pa.Array]:
-    """The FILE_ORDER_COLUMNS of rows that hold whole replicas in file order; `starts` marks each one's first row."""
+@dataclass
+class FileOrderCarry:
+    """The last row seen and its replica's running values up to and including it."""
+
+    replica: tuple | None = None
+    readable_last_offset: int = NONE
+    max_last_offset: int = NONE
+    max_leader_epoch: int = NONE
+    readable_bytes: int = 0
+    segment: int = NONE
+
+
+def with_file_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The `mapInArrow` function: every row once, in the order received, with FILE_ORDER_COLUMNS added."""
+    carry = FileOrderCarry()
+    waiting = None  # a batch whose last row's next entry may be the next batch's first
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if waiting is not None:
+            yield _with_columns(waiting, carry, batch)
+        waiting = batch
+    if waiting is not None:
+        yield _with_columns(waiting, carry, None)
+
+
+def _with_columns(batch: pa.RecordBatch, carry: FileOrderCarry, following: pa.RecordBatch | None) -> pa.RecordBatch:
+    rows = pa.Table.from_batches([batch])
+    starts = group_starts(rows, REPLICA_KEY, carry.replica)
     status = rows.column("entry_status")
     readable = pc.is_in(status, pa.array([STATUS_OK, STATUS_LEGACY])).to_numpy(zero_copy_only=False)
     v2 = pc.and_(pc.equal(status, STATUS_OK), pc.equal(rows.column("magic"), 2))
@@ -30,21 +63,40 @@ def file_order_columns(rows: pa.Table, starts: np.ndarray) -> dict[str, pa.Array
     v2_epoch = np.where(v2, int64_values(rows, "partition_leader_epoch"), NONE)
     segment = int64_values(rows, "segment_base_offset")
     size = int64_values(rows, "size_bytes")
-    bounds = [*np.flatnonzero(starts), len(segment)]
-    first = starts.copy()
-    first[1:] |= segment[1:] != segment[:-1]
+    readable_size = np.where(readable & (size != NONE), size, 0)
+    bounds = [0, *(np.flatnonzero(starts[1:]) + 1), len(segment)]
     columns = {
         "previous_readable_last_offset": _earlier(readable_last, starts),
         "max_last_offset_before": _earlier(_running_max(readable_last, bounds), starts),
         "max_leader_epoch_before": _earlier(_running_max(v2_epoch, bounds), starts),
-        "readable_bytes_before": _sum_before(np.where(readable & (size != NONE), size, 0), bounds),
-        "is_segment_first": first,
+        "readable_bytes_before": _sum_before(readable_size, bounds),
+        "is_segment_first": starts.copy(),
         "next_entry_segment_base_offset": _later(segment, starts),
     }
-    return {
-        name: pa.array(values, mask=values == NONE if values.dtype == np.int64 else None).cast(_TYPES[name])
-        for name, values in columns.items()
-    }
+    columns["is_segment_first"][1:] |= segment[1:] != segment[:-1]
+    if not starts[0]:  # the batch goes on with the carried replica
+        continued = slice(0, bounds[1])
+        columns["previous_readable_last_offset"][0] = carry.readable_last_offset
+        for name, before in (
+            ("max_last_offset_before", carry.max_last_offset),
+            ("max_leader_epoch_before", carry.max_leader_epoch),
+        ):
+            np.maximum(columns[name][continued], before, out=columns[name][continued])
+        columns["readable_bytes_before"][continued] += carry.readable_bytes
+        columns["is_segment_first"][0] = segment[0] != carry.segment
+    last = len(segment) - 1
+    if following is not None and key_at(following, 0, REPLICA_KEY) == key_at(rows, last, REPLICA_KEY):
+        columns["next_entry_segment_base_offset"][last] = following.column("segment_base_offset")[0].as_py()
+    carry.replica = key_at(rows, last, REPLICA_KEY)
+    carry.readable_last_offset = int(readable_last[last])
+    carry.max_last_offset = int(max(columns["max_last_offset_before"][last], readable_last[last]))
+    carry.max_leader_epoch = int(max(columns["max_leader_epoch_before"][last], v2_epoch[last]))
+    carry.readable_bytes = int(columns["readable_bytes_before"][last] + readable_size[last])
+    carry.segment = int(segment[last])
+    for name, values in columns.items():
+        mask = values == NONE if values.dtype == np.int64 else None
+        rows = rows.append_column(name, pa.array(values, mask=mask).cast(_TYPES[name]))
+    return rows.combine_chunks().to_batches()[0]
 
 
 def _running_max(values: np.ndarray, bounds: list[int]) -> np.ndarray:

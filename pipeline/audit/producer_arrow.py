@@ -1,19 +1,19 @@
-"""Arrow side of the replay: whole replicas out of a sorted stream, their file-order state, the producer kernel.
+"""Arrow side of the replay's producer pass: the compiled kernel over a sorted stream, a record batch at a time.
 
-`mapInArrow` hands the executor's rows over in record batches of a fixed size, in the order Spark sorted them:
-(topic, partition, broker, segment base offset, position), i.e. each audited replica in file order. A
-replica's rows can span batches, and both its file-order state and its producers' transaction version are
-conclusions over all of them, so the rows of the last replica of a batch wait for the next batch. The file
-order state is computed as received (pipeline.audit.file_order); the compiled kernel then walks the rows in
-producer order (producer id, producer row, offset) through a permutation of the few columns it reads, and the
-rows go back out in the order received, a record batch at a time with their slice of the kernel's output.
-Memory holds one piece at a time (the replica that spans Arrow batches, if any, and the whole replicas of one
-batch) and, besides its rows, about 300 bytes per row of kernel input and output: never a second copy of the
-rows, which a large replica (a 2 GiB segment is millions of rows) could not afford.
+The second `mapInArrow` pass of the replay (pipeline.audit.replay): the rows arrive sorted by replica and then
+in producer order (producer id, producer row, base offset, segment, position), so each producer's rows come
+together, in the order the broker appended them. The kernel (pipeline.audit.producer_kernel) walks each record
+batch with the state the previous one left (one producer's, never a replica's), and the rows leave with the
+PRODUCER_STATE_COLUMNS added. Only the transaction version waits: it is a conclusion over all of a producer's
+rows, so the rows of the producer still being walked are held until its last row has passed (`HeldRows`), in
+memory up to HELD_ROWS and in a local file beyond. Memory therefore stays at a few record batches whatever the
+size of a partition or of one producer's share of it.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,12 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.audit import producer_kernel as K
-from pipeline.audit.arrow_columns import NONE, flag_values, int64_values
-from pipeline.audit.file_order import file_order_columns
+from pipeline.audit.arrow_columns import NONE, flag_values, group_starts, int64_values, key_at
 
-REPLICA_KEY = ["topic", "partition", "broker_id"]
-GROUP_KEY = ["topic", "partition", "producer_id", "is_producer_row"]  # one producer's rows in a replica
-OUTPUT_ROWS = 10_000  # rows per record batch handed back to Spark
+GROUP_KEY = ["topic", "partition", "broker_id", "producer_id", "is_producer_row"]  # one producer's rows
+HELD_ROWS = 20_000  # rows of one producer kept in memory while its version is unknown; more go to a file
 
 _LONG_COLUMNS = {
     "state_epoch": K.STATE_EPOCH,
@@ -69,81 +67,88 @@ def version_labels(version_mode: int) -> pa.Array:
     return pa.array([None, "1/assumed", "1/inferred", "2/inferred", configured], pa.string())
 
 
-def replay_replicas(
+def with_producer_state(
     batches: Iterator[pa.RecordBatch], *, expiration_ms: int, version_mode: int, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """The `mapInArrow` function: every input row once, in the order received, with the file-order and
-    producer-state columns added."""
-    for rows in whole_groups(batches, REPLICA_KEY):
-        starts = _group_starts(rows, REPLICA_KEY)
-        for name, column in file_order_columns(rows, starts).items():
-            rows = rows.append_column(name, column)
-        order = producer_order(rows, np.cumsum(starts))
-        longs, flags = producer_state(rows, order, expiration_ms, version_mode)
-        row_of = np.empty_like(order)
-        row_of[order] = np.arange(len(order))  # where each received row is in producer order
-        for start in range(0, rows.num_rows, OUTPUT_ROWS):
-            at = row_of[start : start + OUTPUT_ROWS]
-            piece = with_state(rows.slice(start, OUTPUT_ROWS), longs[:, at], flags[:, at], version_mode, schema)
-            yield from piece.to_batches()
-
-
-def producer_order(rows: pa.Table, replica: np.ndarray) -> np.ndarray:
-    """Row indices that sort each replica's rows by (producer id, producer row, base offset, segment, position).
-
-    `replica` numbers the replicas of `rows` in their order. Nulls first, as Spark sorts, so the kernel sees the
-    order the window reference is defined on.
-    """
-    keys = [int64_values(rows, name) for name in ("position", "segment_base_offset", "base_offset")]
-    keys += [flag_values(rows, "is_producer_row"), int64_values(rows, "producer_id"), replica]
-    return np.lexsort(keys)
-
-
-def whole_groups(batches: Iterator[pa.RecordBatch], key: list[str]) -> Iterator[pa.Table]:
-    """Re-cut a stream sorted by `key` into tables that each hold only whole groups of rows with equal `key`."""
-    pending: list[pa.RecordBatch] = []  # the rows of the newest group, maybe not all of them yet
-    pending_key = None
+    """The `mapInArrow` function: every input row once, with the producer-state columns added."""
+    carry = K.ProducerCarry()
+    held = HeldRows(schema)
+    labels = version_labels(version_mode)
+    previous = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        tail = _trailing_group_start(batch, key)
-        last_key = _key_at(batch, batch.num_rows - 1, key)
-        if tail == 0 and last_key == pending_key:
-            pending.append(batch)
-            continue
-        done = pending if tail == 0 else [*pending, batch.slice(0, tail)]
-        pending, pending_key = [batch.slice(tail)], last_key
-        if done:
-            yield pa.Table.from_batches(done)
-    if pending:
-        yield pa.Table.from_batches(pending)
+        rows = pa.Table.from_batches([batch])
+        starts = group_starts(rows, GROUP_KEY, previous)
+        previous = key_at(rows, rows.num_rows - 1, GROUP_KEY)
+        longs, flags = producer_state(rows, starts, carry, expiration_ms, version_mode)
+        if carry.state[K.S_CARRIED_ENDED]:
+            yield from held.release(_label(labels, int(carry.state[K.S_CARRIED_VERSION])))
+        open_from = int(carry.state[K.S_OPEN_FROM])
+        if open_from:
+            yield from with_state(rows.slice(0, open_from), longs[:, :open_from], flags[:, :open_from], labels, schema)
+        held.add(with_state(rows.slice(open_from), longs[:, open_from:], flags[:, open_from:], labels, schema))
+    yield from held.release(_label(labels, carry.final_version(version_mode)))
 
 
-def _key_at(batch: pa.RecordBatch, row: int, key: list[str]) -> tuple:
-    return tuple(batch.column(name)[row].as_py() for name in key)
+class HeldRows:
+    """The output rows of the producer being walked, whose transaction version is not known yet."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self.batches: list[pa.RecordBatch] = []
+        self.rows = 0
+        self.spill: tuple[str, pa.ipc.RecordBatchStreamWriter] | None = None
+
+    def add(self, batches: Iterator[pa.RecordBatch]) -> None:
+        for batch in batches:
+            self.batches.append(batch)
+            self.rows += batch.num_rows
+        if self.rows > HELD_ROWS:
+            if self.spill is None:
+                handle, path = tempfile.mkstemp(prefix="produce-audit-replay-", suffix=".arrows")
+                os.close(handle)
+                self.spill = path, pa.ipc.new_stream(path, self.schema)
+            for batch in self.batches:
+                self.spill[1].write_batch(batch)
+            self.batches, self.rows = [], 0
+
+    def release(self, version: pa.Scalar) -> Iterator[pa.RecordBatch]:
+        """The held rows in the order added, with their version; afterwards nothing is held."""
+        if self.spill is not None:
+            path, writer = self.spill
+            self.spill = None
+            writer.close()
+            try:
+                with pa.memory_map(path) as source:
+                    for batch in pa.ipc.open_stream(source):
+                        yield _with_version(batch, version)
+            finally:
+                os.unlink(path)
+        batches, self.batches, self.rows = self.batches, [], 0
+        for batch in batches:
+            yield _with_version(batch, version)
 
 
-def _trailing_group_start(batch: pa.RecordBatch, key: list[str]) -> int:
-    """Index of the first row of the batch's last group."""
-    same = np.ones(batch.num_rows, dtype=bool)
-    for name, value in zip(key, _key_at(batch, batch.num_rows - 1, key), strict=True):
-        column = batch.column(name)
-        equal = pc.is_null(column) if value is None else pc.fill_null(pc.equal(column, value), False)
-        same &= equal.to_numpy(zero_copy_only=False)
-    differs = np.flatnonzero(~same)
-    return int(differs[-1]) + 1 if differs.size else 0
+def _with_version(batch: pa.RecordBatch, version: pa.Scalar) -> pa.RecordBatch:
+    index = batch.schema.get_field_index("transaction_version")
+    return batch.set_column(index, batch.schema.field(index), pa.repeat(version, batch.num_rows))
+
+
+def _label(labels: pa.Array, code: int) -> pa.Scalar:
+    return pa.scalar(None, pa.string()) if code == NONE else labels[code]
 
 
 def producer_state(
-    rows: pa.Table, order: np.ndarray, expiration_ms: int, version_mode: int
+    rows: pa.Table, starts: np.ndarray, carry: K.ProducerCarry, expiration_ms: int, version_mode: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's (int64 outputs, int8 flags) for the rows taken in `order`, which groups whole producers."""
+    """The kernel's (int64 outputs, int8 flags) for rows in producer order, continuing from `carry`."""
     return K.replay_producers(
-        _group_starts(rows.select(GROUP_KEY).take(order), GROUP_KEY),
-        _row_flags(rows)[order],
-        _marker_codes(rows)[order],
+        starts,
+        _row_flags(rows),
+        _marker_codes(rows),
         *(
-            int64_values(rows, name)[order]
+            int64_values(rows, name)
             for name in (
                 "producer_epoch",
                 "control_type",
@@ -156,10 +161,15 @@ def producer_state(
         ),
         expiration_ms,
         version_mode,
+        carry.state,
+        carry.seq,
+        carry.ring,
     )
 
 
-def with_state(rows: pa.Table, longs: np.ndarray, flags: np.ndarray, version_mode: int, schema: pa.Schema) -> pa.Table:
+def with_state(
+    rows: pa.Table, longs: np.ndarray, flags: np.ndarray, labels: pa.Array, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     """`rows` with the kernel's outputs for them (one column of `longs` and `flags` per row), typed as `schema`."""
     columns: dict[str, pa.Array] = {}
     for name, index in _LONG_COLUMNS.items():
@@ -169,28 +179,12 @@ def with_state(rows: pa.Table, longs: np.ndarray, flags: np.ndarray, version_mod
         values = flags[index]
         columns[name] = pa.array(values == 1, mask=values < 0)
     codes = longs[K.VERSION]
-    columns["transaction_version"] = version_labels(version_mode).take(pa.array(codes, mask=codes == NONE))
+    columns["transaction_version"] = labels.take(pa.array(codes, mask=codes == NONE))
     out = rows
     for field in schema:
         if field.name in columns:
             out = out.append_column(field, columns[field.name])
-    return out.select(schema.names)
-
-
-def _group_starts(rows: pa.Table, key: list[str]) -> np.ndarray:
-    """Whether each row begins a group of rows with equal `key` (rows sorted by it)."""
-    starts = np.zeros(rows.num_rows, dtype=np.bool_)
-    if rows.num_rows == 0:
-        return starts
-    starts[0] = True
-    for name in key:
-        column = rows.column(name).combine_chunks()
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            values = column.dictionary_encode().indices.to_numpy(zero_copy_only=False)
-        else:
-            values = int64_values(rows, name) if not pa.types.is_boolean(column.type) else flag_values(rows, name)
-        starts[1:] |= values[1:] != values[:-1]
-    return starts
+    return iter(out.select(schema.names).to_batches())
 
 
 def _row_flags(rows: pa.Table) -> np.ndarray:

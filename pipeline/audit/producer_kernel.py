@@ -5,7 +5,9 @@ current epoch (the duplicate window), the open transaction and the last coordina
 the same state while it walks the rows of each producer in offset order and writes, per row, the state the
 broker held before appending it. The rows arrive grouped by producer (`starts` marks each group's first row)
 and sorted by (base offset, segment, position) inside a group; rows whose `producer_row` is false carry no
-producer state and get none.
+producer state and get none. They arrive a stretch at a time: what the walk holds between stretches (one
+producer's state, like one entry of the broker's map) is a `ProducerCarry`, so memory does not grow with the
+number of rows.
 
 Sequences are unwrapped into int64 (a large backwards step between batches, or a batch whose last sequence is
 below its base, is a wrap) so that "highest sequence written" is a running maximum. Sequence state lives in an
@@ -75,201 +77,262 @@ LONG_OUTPUTS = 21
 FLAG_OUTPUTS = 9
 # a duplicate-window slot: base, last, unwrapped base and last, offset
 BASE, LAST, U_BASE_SLOT, U_LAST_SLOT, OFFSET = range(5)
+# sequence state of an epoch run, one row for the rows outside the sequence checks and one for seq rows
+RING_LEN, RING_HEAD, RUN_COUNT, PREV_LAST, WRAPS_BETWEEN, WRAPS_INSIDE, MAX_U_LAST, MIN_U_BASE = range(8)
+SEQ_FIELDS = 8
+# the scalars that carry from one stretch to the next
+(
+    S_ACTIVE,  # a group is being walked; it may continue in the next stretch
+    S_PRODUCER,  # that group's rows carry producer state
+    S_PID_ROW,
+    S_EPOCH_MAX,
+    S_COORDINATOR_MAX,
+    S_MARKERS,
+    S_SEEN_TXN,
+    S_SEEN_PLAIN,
+    S_FIRST_OFFSET,
+    S_FIRST_TIMESTAMP,
+    S_GROUP_MAX_EPOCH,
+    S_RUN_EPOCH,
+    S_RUN_FIRST,
+    S_TV2_BEFORE,
+    S_PREV_TIMESTAMP,
+    S_PREV_MARKER,
+    S_PREV_CONTROL_TYPE,
+    S_PREV_EPOCH,
+    S_SAW_TV2,  # the transaction-version evidence so far (spec §6.9)
+    S_SAW_TV1,
+    S_SAW_TRANSACTIONAL,
+    S_CARRIED_ENDED,  # output: the group that began in an earlier stretch ended in this one
+    S_CARRIED_VERSION,  # output: that group's transaction version
+    S_OPEN_FROM,  # output: the first row of this stretch's last group, which may continue in the next one
+) = range(24)
+STATE_FIELDS = 24
+
+
+class ProducerCarry:
+    """What the walk holds between stretches: the scalars of the group being walked and its sequence windows."""
+
+    def __init__(self) -> None:
+        self.state = np.zeros(STATE_FIELDS, dtype=np.int64)
+        self.seq = np.zeros((2, SEQ_FIELDS), dtype=np.int64)
+        self.ring = np.zeros((2, DUPLICATE_WINDOW, 5), dtype=np.int64)
+
+    def final_version(self, version_mode: int) -> int:
+        """The transaction version of the group still being walked when the rows end."""
+        return transaction_version(self.state, version_mode) if self.state[S_ACTIVE] else NONE
 
 
 @numba.njit(nogil=True, cache=CACHE_KERNELS)
 def replay_producers(
     starts, flags, marker, epoch, control_type, coordinator_epoch, base_offset, timestamp, base_seq, last_seq,
-    expiration_ms, version_mode,
+    expiration_ms, version_mode, state, seq, ring,
 ):  # fmt: skip
-    """Per-row producer state; returns (int64 outputs, int8 flags), one row per output.
+    """Per-row producer state of one stretch of rows; returns (int64 outputs, int8 flags), one row per output.
 
-    `version_mode` 0 infers the transaction version from the markers (`auto`), 1 or 2 is the configured one.
+    `state`, `seq` and `ring` are a ProducerCarry, updated in place. A group's transaction version is a
+    conclusion over all its rows (spec §6.9), known when the group ends: its rows in this stretch get it then,
+    and the caller gives S_CARRIED_VERSION to its rows of earlier stretches. `version_mode` 0 infers the version
+    from the markers (`auto`), 1 or 2 is the configured one.
     """
     n = starts.shape[0]
     longs = np.full((LONG_OUTPUTS, n), NONE, dtype=np.int64)
     bools = np.full((FLAG_OUTPUTS, n), -1, dtype=np.int8)
-    # sequence state per epoch run, [0] for rows outside the sequence checks and [1] for seq rows
-    ring = np.empty((2, DUPLICATE_WINDOW, 5), dtype=np.int64)
-    ring_len = np.zeros(2, dtype=np.int64)
-    ring_head = np.zeros(2, dtype=np.int64)
-    run_count = np.zeros(2, dtype=np.int64)
-    prev_last = np.zeros(2, dtype=np.int64)
-    wraps_between = np.zeros(2, dtype=np.int64)
-    wraps_inside = np.zeros(2, dtype=np.int64)
-    max_u_last = np.zeros(2, dtype=np.int64)
-    min_u_base = np.zeros(2, dtype=np.int64)
-
+    carried = state[S_ACTIVE] == 1
+    carried_ended = 0
+    carried_version = NONE
     group_start = 0
-    i = 0
-    while i < n:
-        if flags[i] & PRODUCER_ROW == 0:
-            i += 1
-            continue
+    for i in range(n):
         if starts[i]:
+            if state[S_ACTIVE] == 1:
+                code = transaction_version(state, version_mode)
+                longs[VERSION, group_start:i] = code
+                if carried:
+                    carried_ended = 1
+                    carried_version = code
+            carried = False
             group_start = i
-            pid_row = 0
-            epoch_max = NONE
-            coordinator_max = NONE
-            markers = 0
-            seen_txn = False
-            seen_plain = False
-            first_offset = NONE
-            first_timestamp = NONE
-            group_max_epoch = NONE
-            run_epoch = NONE
-            run_first = 0
-            tv2_before = False
-        pid_row += 1
-        e = epoch[i]
-        is_control = flags[i] & IS_CONTROL != 0
-        is_data = not is_control
-        is_marker = marker[i] == 1
-        txn_data = is_data and flags[i] & IS_TRANSACTIONAL != 0
-
-        # fencing epoch: running max of earlier epochs; the epoch run is the max including this row
-        if pid_row > 1:
-            longs[STATE_EPOCH, i] = epoch_max
-            longs[PREV_TIMESTAMP, i] = timestamp[i - 1]
-            bools[PREV_IS_MARKER, i] = marker[i - 1]
-            longs[PREV_CONTROL_TYPE, i] = control_type[i - 1]
-            longs[PREV_EPOCH, i] = epoch[i - 1]
-            bools[SEEN_TXN_DATA, i] = seen_txn
-            bools[SEEN_PLAIN_DATA, i] = seen_plain
-        new_epoch_max = e if epoch_max == NONE or e > epoch_max else epoch_max
-        longs[EPOCH_RUN, i] = new_epoch_max
-        longs[STATE_COORDINATOR_EPOCH, i] = coordinator_max
-        longs[TXN_GROUP, i] = markers
-
-        # the open transaction: the earliest transactional data since the last marker, and its highest epoch
-        txn_open = first_offset != NONE
-        longs[TXN_FIRST_OFFSET, i] = first_offset
-        longs[TXN_START_TIMESTAMP, i] = first_timestamp
-        longs[TXN_MAX_EPOCH, i] = group_max_epoch
-        bools[TXN_OPEN, i] = txn_open
-        # expired: silent for producer.id.expiration.ms with no transaction open
-        timed = pid_row > 1 and timestamp[i] != NONE and timestamp[i - 1] != NONE
-        bools[STATE_EXPIRED, i] = timed and not txn_open and timestamp[i] - timestamp[i - 1] >= expiration_ms
-        if new_epoch_max != run_epoch:
-            run_epoch = new_epoch_max
-            run_first = pid_row
-            for s in range(2):
-                ring_len[s] = 0
-                ring_head[s] = 0
-                run_count[s] = 0
-                wraps_between[s] = 0
-                wraps_inside[s] = 0
-        longs[RUN_FIRST_PID_ROW, i] = run_first
-        seq_row = is_data and e == new_epoch_max and flags[i] & IS_COORDINATOR_TOPIC == 0
-        bools[SEQ_ROW, i] = seq_row
-
-        # transaction version (auto): a commit that bumps the epoch of its data makes later rows TV2
-        closing = is_marker and txn_open
-        bump = e - group_max_epoch if closing else 0
-        tv2_commit = closing and control_type[i] == CONTROL_COMMIT and bump == 1
-        bools[IS_TV2, i] = tv2_before if version_mode == 0 else version_mode == 2
-        tv2_before = tv2_before or tv2_commit
-
-        # the sequence window of the row's part of the epoch run
-        s = 1 if seq_row else 0
-        bseq = base_seq[i]
-        lseq = last_seq[i]
-        run_count[s] += 1
-        longs[RUN_POS, i] = run_count[s]
-        wrap_between = 0
-        if run_count[s] > 1:
-            longs[PREV_LAST_SEQUENCE, i] = prev_last[s]
-            if bseq < prev_last[s] - WRAP_JUMP:
-                wrap_between = 1
-        wrap_inside = 1 if lseq < bseq else 0
-        longs[WRAP_INSIDE, i] = wrap_inside
-        wraps_between[s] += wrap_between
-        wraps_before = wraps_between[s] + wraps_inside[s]
-        u_base = bseq + wraps_before * SEQ_SPAN
-        u_last = lseq + (wraps_before + wrap_inside) * SEQ_SPAN
-        longs[U_BASE, i] = u_base
-        longs[U_LAST, i] = u_last
-        if run_count[s] > 1:
-            longs[POSITION_BEFORE, i] = max_u_last[s]
-            longs[MIN_BASE_BEFORE, i] = min_u_base[s]
-        # the duplicate window, newest first: an exact repeat, the newest same-base batch, any overlap
-        exact = False
-        overlaps = False
-        for k in range(ring_len[s]):
-            slot = (ring_head[s] - 1 - k) % DUPLICATE_WINDOW
-            if k == 0:
-                longs[PREV_RUN_OFFSET, i] = ring[s, slot, OFFSET]
-            if ring[s, slot, BASE] == bseq:
-                exact = exact or ring[s, slot, LAST] == lseq
-                if longs[ORIGINAL_OFFSET, i] == NONE:
-                    longs[ORIGINAL_OFFSET, i] = ring[s, slot, OFFSET]
-            overlaps = overlaps or (ring[s, slot, U_BASE_SLOT] <= u_last and u_base <= ring[s, slot, U_LAST_SLOT])
-        bools[EXACT_IN_WINDOW, i] = exact
-        bools[OVERLAPS_WINDOW, i] = overlaps
-
-        # append the row to the state
-        slot = ring_head[s]
-        ring[s, slot, BASE] = bseq
-        ring[s, slot, LAST] = lseq
-        ring[s, slot, U_BASE_SLOT] = u_base
-        ring[s, slot, U_LAST_SLOT] = u_last
-        ring[s, slot, OFFSET] = base_offset[i]
-        ring_head[s] = (slot + 1) % DUPLICATE_WINDOW
-        if ring_len[s] < DUPLICATE_WINDOW:
-            ring_len[s] += 1
-        if run_count[s] == 1 or u_last > max_u_last[s]:
-            max_u_last[s] = u_last
-        if run_count[s] == 1 or u_base < min_u_base[s]:
-            min_u_base[s] = u_base
-        prev_last[s] = lseq
-        wraps_inside[s] += wrap_inside
-
-        epoch_max = new_epoch_max
-        if is_marker:
-            if coordinator_epoch[i] != NONE and (coordinator_max == NONE or coordinator_epoch[i] > coordinator_max):
-                coordinator_max = coordinator_epoch[i]
-            markers += 1
-            first_offset = NONE
-            first_timestamp = NONE
-            group_max_epoch = NONE
-        elif txn_data:
-            if first_offset == NONE or base_offset[i] < first_offset:
-                first_offset = base_offset[i]
-                first_timestamp = timestamp[i]
-            elif base_offset[i] == first_offset and timestamp[i] > first_timestamp:
-                first_timestamp = timestamp[i]
-            if group_max_epoch == NONE or e > group_max_epoch:
-                group_max_epoch = e
-        seen_txn = seen_txn or txn_data
-        seen_plain = seen_plain or (is_data and not txn_data)
-
-        i += 1
-        if i == n or starts[i]:
-            _fill_version(longs, bools, flags, marker, epoch, control_type, group_start, i, version_mode)
+            _start_group(state, seq, flags[i] & PRODUCER_ROW != 0)
+        if state[S_PRODUCER] == 1:
+            _append(
+                i, flags[i], marker[i], epoch[i], control_type[i], coordinator_epoch[i], base_offset[i],
+                timestamp[i], base_seq[i], last_seq[i], expiration_ms, version_mode, state, seq, ring, longs, bools,
+            )  # fmt: skip
+    state[S_CARRIED_ENDED] = carried_ended
+    state[S_CARRIED_VERSION] = carried_version
+    state[S_OPEN_FROM] = group_start
     return longs, bools
 
 
 @numba.njit(nogil=True, cache=CACHE_KERNELS)
-def _fill_version(longs, bools, flags, marker, epoch, control_type, lo, hi, version_mode):
-    """The producer's transaction version, a conclusion over all its rows (spec §6.9)."""
-    tv2 = False
-    tv1 = False
-    transactional = False
-    for i in range(lo, hi):
-        transactional = transactional or flags[i] & IS_TRANSACTIONAL != 0
-        if marker[i] == 1 and bools[TXN_OPEN, i] == 1:
-            bump = epoch[i] - longs[TXN_MAX_EPOCH, i]
-            tv2 = tv2 or (control_type[i] == CONTROL_COMMIT and bump == 1)
-            tv1 = tv1 or bump == 0
+def _start_group(state, seq, producer_row):
+    state[:] = NONE
+    state[S_ACTIVE] = 1
+    state[S_PRODUCER] = 1 if producer_row else 0
+    for field in (S_PID_ROW, S_MARKERS, S_SEEN_TXN, S_SEEN_PLAIN, S_RUN_FIRST, S_TV2_BEFORE):
+        state[field] = 0
+    for field in (S_SAW_TV2, S_SAW_TV1, S_SAW_TRANSACTIONAL):
+        state[field] = 0
+    seq[:] = 0
+
+
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
+def _append(
+    i, flags, marker, e, control_type, coordinator_epoch, base_offset, timestamp, bseq, lseq,
+    expiration_ms, version_mode, state, seq, ring, longs, bools,
+):  # fmt: skip
+    """Write row `i`'s state before it, then append the row to the state, as ProducerAppendInfo does."""
+    state[S_PID_ROW] += 1
+    pid_row = state[S_PID_ROW]
+    epoch_max = state[S_EPOCH_MAX]
+    is_control = flags & IS_CONTROL != 0
+    is_data = not is_control
+    is_marker = marker == 1
+    txn_data = is_data and flags & IS_TRANSACTIONAL != 0
+    state[S_SAW_TRANSACTIONAL] |= 1 if flags & IS_TRANSACTIONAL != 0 else 0
+
+    # fencing epoch: running max of earlier epochs; the epoch run is the max including this row
+    if pid_row > 1:
+        longs[STATE_EPOCH, i] = epoch_max
+        longs[PREV_TIMESTAMP, i] = state[S_PREV_TIMESTAMP]
+        bools[PREV_IS_MARKER, i] = state[S_PREV_MARKER]
+        longs[PREV_CONTROL_TYPE, i] = state[S_PREV_CONTROL_TYPE]
+        longs[PREV_EPOCH, i] = state[S_PREV_EPOCH]
+        bools[SEEN_TXN_DATA, i] = state[S_SEEN_TXN]
+        bools[SEEN_PLAIN_DATA, i] = state[S_SEEN_PLAIN]
+    new_epoch_max = e if epoch_max == NONE or e > epoch_max else epoch_max
+    longs[EPOCH_RUN, i] = new_epoch_max
+    longs[STATE_COORDINATOR_EPOCH, i] = state[S_COORDINATOR_MAX]
+    longs[TXN_GROUP, i] = state[S_MARKERS]
+
+    # the open transaction: the earliest transactional data since the last marker, and its highest epoch
+    first_offset = state[S_FIRST_OFFSET]
+    group_max_epoch = state[S_GROUP_MAX_EPOCH]
+    txn_open = first_offset != NONE
+    longs[TXN_FIRST_OFFSET, i] = first_offset
+    longs[TXN_START_TIMESTAMP, i] = state[S_FIRST_TIMESTAMP]
+    longs[TXN_MAX_EPOCH, i] = group_max_epoch
+    bools[TXN_OPEN, i] = txn_open
+    # expired: silent for producer.id.expiration.ms with no transaction open
+    previous_timestamp = state[S_PREV_TIMESTAMP]
+    timed = pid_row > 1 and timestamp != NONE and previous_timestamp != NONE
+    bools[STATE_EXPIRED, i] = timed and not txn_open and timestamp - previous_timestamp >= expiration_ms
+    if new_epoch_max != state[S_RUN_EPOCH]:
+        state[S_RUN_EPOCH] = new_epoch_max
+        state[S_RUN_FIRST] = pid_row
+        for s in range(2):
+            seq[s, RING_LEN] = 0
+            seq[s, RING_HEAD] = 0
+            seq[s, RUN_COUNT] = 0
+            seq[s, WRAPS_BETWEEN] = 0
+            seq[s, WRAPS_INSIDE] = 0
+    longs[RUN_FIRST_PID_ROW, i] = state[S_RUN_FIRST]
+    seq_row = is_data and e == new_epoch_max and flags & IS_COORDINATOR_TOPIC == 0
+    bools[SEQ_ROW, i] = seq_row
+
+    # transaction version (auto): a commit that bumps the epoch of its data makes later rows TV2
+    closing = is_marker and txn_open
+    bump = e - group_max_epoch if closing else 0
+    tv2_commit = closing and control_type == CONTROL_COMMIT and bump == 1
+    bools[IS_TV2, i] = state[S_TV2_BEFORE] == 1 if version_mode == 0 else version_mode == 2
+    if tv2_commit:
+        state[S_TV2_BEFORE] = 1
+        state[S_SAW_TV2] = 1
+    if closing and bump == 0:
+        state[S_SAW_TV1] = 1
+
+    # the sequence window of the row's part of the epoch run
+    s = 1 if seq_row else 0
+    seq[s, RUN_COUNT] += 1
+    run_count = seq[s, RUN_COUNT]
+    longs[RUN_POS, i] = run_count
+    wrap_between = 0
+    if run_count > 1:
+        longs[PREV_LAST_SEQUENCE, i] = seq[s, PREV_LAST]
+        if bseq < seq[s, PREV_LAST] - WRAP_JUMP:
+            wrap_between = 1
+    wrap_inside = 1 if lseq < bseq else 0
+    longs[WRAP_INSIDE, i] = wrap_inside
+    seq[s, WRAPS_BETWEEN] += wrap_between
+    wraps_before = seq[s, WRAPS_BETWEEN] + seq[s, WRAPS_INSIDE]
+    u_base = bseq + wraps_before * SEQ_SPAN
+    u_last = lseq + (wraps_before + wrap_inside) * SEQ_SPAN
+    longs[U_BASE, i] = u_base
+    longs[U_LAST, i] = u_last
+    if run_count > 1:
+        longs[POSITION_BEFORE, i] = seq[s, MAX_U_LAST]
+        longs[MIN_BASE_BEFORE, i] = seq[s, MIN_U_BASE]
+    # the duplicate window, newest first: an exact repeat, the newest same-base batch, any overlap
+    exact = False
+    overlaps = False
+    head = seq[s, RING_HEAD]
+    for k in range(seq[s, RING_LEN]):
+        slot = (head - 1 - k) % DUPLICATE_WINDOW
+        if k == 0:
+            longs[PREV_RUN_OFFSET, i] = ring[s, slot, OFFSET]
+        if ring[s, slot, BASE] == bseq:
+            exact = exact or ring[s, slot, LAST] == lseq
+            if longs[ORIGINAL_OFFSET, i] == NONE:
+                longs[ORIGINAL_OFFSET, i] = ring[s, slot, OFFSET]
+        overlaps = overlaps or (ring[s, slot, U_BASE_SLOT] <= u_last and u_base <= ring[s, slot, U_LAST_SLOT])
+    bools[EXACT_IN_WINDOW, i] = exact
+    bools[OVERLAPS_WINDOW, i] = overlaps
+
+    # append the row to the state
+    ring[s, head, BASE] = bseq
+    ring[s, head, LAST] = lseq
+    ring[s, head, U_BASE_SLOT] = u_base
+    ring[s, head, U_LAST_SLOT] = u_last
+    ring[s, head, OFFSET] = base_offset
+    seq[s, RING_HEAD] = (head + 1) % DUPLICATE_WINDOW
+    if seq[s, RING_LEN] < DUPLICATE_WINDOW:
+        seq[s, RING_LEN] += 1
+    if run_count == 1 or u_last > seq[s, MAX_U_LAST]:
+        seq[s, MAX_U_LAST] = u_last
+    if run_count == 1 or u_base < seq[s, MIN_U_BASE]:
+        seq[s, MIN_U_BASE] = u_base
+    seq[s, PREV_LAST] = lseq
+    seq[s, WRAPS_INSIDE] += wrap_inside
+
+    state[S_EPOCH_MAX] = new_epoch_max
+    if is_marker:
+        if coordinator_epoch != NONE and (
+            state[S_COORDINATOR_MAX] == NONE or coordinator_epoch > state[S_COORDINATOR_MAX]
+        ):
+            state[S_COORDINATOR_MAX] = coordinator_epoch
+        state[S_MARKERS] += 1
+        state[S_FIRST_OFFSET] = NONE
+        state[S_FIRST_TIMESTAMP] = NONE
+        state[S_GROUP_MAX_EPOCH] = NONE
+    elif txn_data:
+        if first_offset == NONE or base_offset < first_offset:
+            state[S_FIRST_OFFSET] = base_offset
+            state[S_FIRST_TIMESTAMP] = timestamp
+        elif base_offset == first_offset and timestamp > state[S_FIRST_TIMESTAMP]:
+            state[S_FIRST_TIMESTAMP] = timestamp
+        if group_max_epoch == NONE or e > group_max_epoch:
+            state[S_GROUP_MAX_EPOCH] = e
+    if txn_data:
+        state[S_SEEN_TXN] = 1
+    if is_data and not txn_data:
+        state[S_SEEN_PLAIN] = 1
+    state[S_PREV_TIMESTAMP] = timestamp
+    state[S_PREV_MARKER] = marker
+    state[S_PREV_CONTROL_TYPE] = control_type
+    state[S_PREV_EPOCH] = e
+
+
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
+def transaction_version(state, version_mode):
+    """The walked group's transaction version from its evidence (spec §6.9); NONE for rows without state."""
+    if state[S_PRODUCER] != 1:
+        return NONE
     if version_mode != 0:
-        code = VERSION_CONFIGURED if transactional else VERSION_NONE
-    elif tv2:
-        code = VERSION_INFERRED_2
-    elif tv1:
-        code = VERSION_INFERRED_1
-    elif transactional:
-        code = VERSION_ASSUMED_1
-    else:
-        code = VERSION_NONE
-    for i in range(lo, hi):
-        longs[VERSION, i] = code
+        return VERSION_CONFIGURED if state[S_SAW_TRANSACTIONAL] == 1 else VERSION_NONE
+    if state[S_SAW_TV2] == 1:
+        return VERSION_INFERRED_2
+    if state[S_SAW_TV1] == 1:
+        return VERSION_INFERRED_1
+    if state[S_SAW_TRANSACTIONAL] == 1:
+        return VERSION_ASSUMED_1
+    return VERSION_NONE

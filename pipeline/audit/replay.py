@@ -10,10 +10,11 @@ Two kinds of state are added, so that every rule afterwards reads plain columns 
   transaction, the coordinator epoch, the transaction version (pipeline.audit.producer_kernel).
 
 Shuffles: `prepare_batches` hash-partitions the batches by (topic, partition) once (the replica is chosen by an
-aggregate joined back by broadcast). Inside those partitions Spark sorts the rows into file order, and one
-`mapInArrow` pass (pipeline.audit.producer_arrow) computes both kinds of state a replica at a time: the file
-order state as the rows come, the producer state after ordering the replica's rows by producer in memory. So
-the whole replay costs one exchange and one sort, whatever the data size.
+aggregate joined back by broadcast). Inside those partitions Spark sorts the rows into file order for one
+`mapInArrow` pass (pipeline.audit.file_order), then by producer for a second (pipeline.audit.producer_arrow).
+Both walk the sorted stream a record batch at a time with the state the previous batch left, so the whole
+replay costs one exchange and two sorts (Spark's, which spill), and its Python memory does not grow with the
+size of a partition.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.producer_arrow import replay_replicas
+from pipeline.audit.file_order import with_file_order
+from pipeline.audit.producer_arrow import with_producer_state
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_OK
@@ -36,6 +38,7 @@ TP_PID = [*TP, "producer_id"]
 PRODUCER = [*TP_PID, "is_producer_row"]  # the rows of one producer's state
 REPLICA = [*TP, "broker_id"]
 ORDER = ["base_offset", "segment_base_offset", "position"]  # a producer's rows in offset order
+PRODUCER_ORDER = ["producer_id", "is_producer_row", *ORDER]  # a replica's rows, one producer after another
 FILE_ORDER = ["segment_base_offset", "position"]  # a replica's rows as its files hold them
 
 
@@ -94,18 +97,24 @@ def replica_facts(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
 def replay(batches: DataFrame, settings: AuditSettings) -> DataFrame:
     """Every batch of the audited replicas with its file-order and producer state: the `replay` table.
 
-    The rows are sorted into file order inside the partitions `prepare_batches` made (one sort, no shuffle) and
-    walked a replica at a time (pipeline.audit.producer_arrow), so memory holds one replica's rows at most.
+    Sorted inside the partitions `prepare_batches` made (no shuffle) into file order, then into producer order,
+    each followed by a pass that walks the rows a record batch at a time.
     """
     rows = replay_input(batches, settings)
-    schema = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
-    replay_rows = partial(
-        replay_replicas,
+    in_file_order = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields])
+    schema = T.StructType([*in_file_order.fields, *PRODUCER_STATE_COLUMNS.fields])
+    producer_pass = partial(
+        with_producer_state,
         expiration_ms=settings.producer_id_expiration_ms,
         version_mode=0 if settings.transaction_version == "auto" else int(settings.transaction_version),
         schema=to_arrow_schema(schema),
     )
-    return rows.sortWithinPartitions(*REPLICA, *FILE_ORDER).mapInArrow(replay_rows, schema)
+    return (
+        rows.sortWithinPartitions(*REPLICA, *FILE_ORDER)
+        .mapInArrow(with_file_order, in_file_order)
+        .sortWithinPartitions(*REPLICA, *PRODUCER_ORDER)
+        .mapInArrow(producer_pass, schema)
+    )
 
 
 def replay_input(batches: DataFrame, settings: AuditSettings) -> DataFrame:
