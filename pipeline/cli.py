@@ -44,7 +44,7 @@ log = logging.getLogger("pipeline.cli")
 _EXIT_CODES_HELP = """\
 exit codes:
   0  no finding at or above --fail-on
-  1  at least one finding at or above --fail-on
+  1  at least one finding at or above --fail-on (compare: a table differs from its golden output)
   2  usage, config or input error (the message names the path)
   3  internal error (traceback on stderr)
 """
@@ -206,6 +206,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fail_on(report)
 
+    compare = command(
+        "compare",
+        "Compare an audit run's result tables with golden outputs.",
+        "Reads the latest published audit or run (or --run-id) of WH and compares its findings, transactions, "
+        "producer_state and partition_summary rows, run ids left out, with the JSON-lines files in the golden "
+        "folder: missing, unexpected and changed rows are printed (and written as JUnit XML with --junit); exit "
+        "1 when any differ. --update-golden writes the folder from the run instead. The warehouse is only read.",
+    )
+    compare.add_argument("--actual", dest="warehouse", metavar="WH", help="the warehouse to check (as --warehouse)")
+    compare.add_argument("--golden", required=True, type=Path, metavar="DIR", help="folder of the golden outputs")
+    compare.add_argument("--update-golden", action="store_true", help="write the golden folder from the run")
+    compare.add_argument("--run-id", metavar="RUN_ID", help="audit run to compare (default: the latest published)")
+    compare.add_argument("--junit", type=Path, metavar="FILE", help="also write the result as JUnit XML")
+    compare.add_argument(
+        "--max-examples", type=_non_negative_int, default=10, metavar="N", help="rows shown per kind (default: 10)"
+    )
+
     vacuum = command(
         "vacuum",
         "Delete files no kept version of the tables reads.",
@@ -283,9 +300,10 @@ def _check_local_paths(args: argparse.Namespace, settings: Settings) -> None:
     warehouse = settings.warehouse
     if _URI.match(warehouse):
         return
-    if args.command in ("audit", "report", "vacuum") and not Path(warehouse).is_dir():
+    if args.command in ("audit", "report", "vacuum", "compare") and not Path(warehouse).is_dir():
         raise InputError(warehouse, "warehouse not found; run `produce-audit ingest` (or `run`) first")
-    check_writable(Path(warehouse))
+    if args.command != "compare":  # compare only reads it
+        check_writable(Path(warehouse))
 
 
 def _holds_a_file(directory: Path) -> bool:
@@ -340,6 +358,8 @@ def _execute(args: argparse.Namespace) -> int:
     from pipeline.tables.publication import WRITER_COMMANDS
     from pipeline.tables.store import TableStore
 
+    if args.command == "compare":
+        return _compare(args, settings)
     run_id = new_run_id()
     # Writers take the warehouse lock before Spark starts, so a second run fails at once.
     lock = WarehouseLock(settings.warehouse, run_id, args.command) if args.command in WRITER_COMMANDS else None
@@ -360,6 +380,37 @@ def _execute(args: argparse.Namespace) -> int:
     if code == EXIT_FINDINGS:
         log.info("exit %d: findings at or above %s", code, settings.fail_on)
     return code
+
+
+def _compare(args: argparse.Namespace, settings: Settings) -> int:
+    """Read-only: no lock, no run recorded; prints the differences, exit 1 when there are any."""
+    from pyspark.sql import SparkSession
+
+    from pipeline import runner
+    from pipeline.reports.junit import write_junit
+    from pipeline.session import build_session
+    from pipeline.tables.store import TableStore
+
+    owns_session = SparkSession.getActiveSession() is None
+    spark = build_session(settings)
+    try:
+        store = TableStore(spark, settings.warehouse, backend=settings.delta.backend)
+        diffs = runner.compare(store, args.golden, args.run_id, args.update_golden, args.max_examples)
+    finally:
+        if owns_session:
+            spark.stop()
+    if args.update_golden:
+        print(f"golden outputs written to {args.golden}")
+        return EXIT_OK
+    for diff in diffs:
+        print("\n".join(diff.lines()))
+    if args.junit:
+        write_junit(diffs, args.junit)
+    differing = [diff.table for diff in diffs if not diff.equal]
+    if differing:
+        log.info("exit %d: %s differ from the golden outputs", EXIT_FINDINGS, ", ".join(differing))
+        return EXIT_FINDINGS
+    return EXIT_OK
 
 
 class Terminated(BaseException):

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
@@ -31,6 +32,15 @@ from pipeline.errors import InputError
 from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
+from pipeline.reports.golden import (
+    COMPARED_TABLES,
+    TableDiff,
+    compare_tables,
+    golden_file,
+    portable_paths,
+    read_golden,
+    write_golden,
+)
 from pipeline.reports.summary import build_summary, write_summary
 from pipeline.sources.dispatch import (
     classify_inputs,
@@ -49,6 +59,7 @@ from pipeline.tables.publication import (
     WRITER_COMMANDS,
     last_published,
     published_run,
+    read_published,
     recent_published,
     roll_back_unpublished,
     table_versions,
@@ -122,6 +133,40 @@ def report(
         _require_audit_rows(store, audited.run_id, audited.versions)
         _report(store, settings, _audited_run_section(store, audited.run_id), result, audited.versions)
     return result
+
+
+def compare(
+    store: TableStore, golden: Path, audited_run_id: str | None, update: bool, examples: int = 10
+) -> list[TableDiff]:
+    """A published audit run's result tables against the golden folder (or written into it with `update`).
+
+    Read-only on the warehouse: it takes no lock and records no run. A golden table missing from the folder is
+    an input error naming it, so a forgotten --update-golden never passes as "equal".
+    """
+    audited = _audited_run(store, audited_run_id)
+    _require_audit_rows(store, audited.run_id, audited.versions)
+    roots = [root if "://" in root else str(Path(root).resolve()) for root in _run_inputs(store, audited.run_id)]
+    rows = {
+        table: portable_paths(
+            read_published(store, table, schema=schemas.SCHEMAS[table], run=audited).where(
+                F.col("run_id") == audited.run_id
+            ),
+            table,
+            roots,
+        )
+        for table in COMPARED_TABLES
+    }
+    if update:
+        for table, frame in rows.items():
+            log.info("golden %s written to %s", table, write_golden(frame, table, golden))
+        return []
+    for table in COMPARED_TABLES:
+        if not golden_file(golden, table).is_file():
+            raise InputError(str(golden_file(golden, table)), "no golden output here; run compare with --update-golden")
+    diffs = side_by_side(
+        {t: partial(compare_tables, rows[t], read_golden(store.spark, t, golden), t, examples) for t in COMPARED_TABLES}
+    )
+    return [diffs[t] for t in COMPARED_TABLES]
 
 
 def vacuum(
@@ -328,6 +373,11 @@ def _audited_run(store: TableStore, audited_run_id: str | None):
     if latest is None:
         raise InputError(store.path("runs"), "no published audit run; run `produce-audit audit` first")
     return latest
+
+
+def _run_inputs(store: TableStore, run_id: str) -> list[str]:
+    """The input roots a run was given, as given (relative ones resolve against the current directory)."""
+    return list(_audited_run_section(store, run_id).get("inputs") or [])
 
 
 def _require_audit_rows(store: TableStore, audited_run_id: str, versions: dict[str, int] | None) -> None:
