@@ -10,6 +10,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 REALDATA = (REPO.parent / "shared" / "realdata").resolve()
+# Set by tests/test_native_backend.py for the pytest it starts: that session loads delta-spark, this one does not,
+# so that `auto` stays the embedded backend for the rest of the suite.
+NATIVE_SESSION = "PRODUCE_AUDIT_TEST_NATIVE_SESSION"
 
 
 @pytest.fixture(scope="session")
@@ -21,11 +24,14 @@ def spark():
 
     from pipeline.class_archive import JAVA_OPTIONS, with_archive
     from pipeline.config import load_settings
+    from pipeline.delta_jars import session_conf
 
     # The shipped Spark settings (conf/local.yaml: the 1 GiB driver, the JVM flags), so the suite runs what
     # users run; only the UI is off and the parallelism fixed.
     builder = SparkSession.builder.master("local[2]").appName("produce-audit-tests")
     conf = dict(load_settings(None).spark.conf)
+    if os.environ.get(NATIVE_SESSION):  # the installed delta-spark, as build_session adds it for `auto`
+        conf = session_conf(conf, "native")
     conf[JAVA_OPTIONS] = with_archive(conf.get(JAVA_OPTIONS, ""))  # as build_session starts it
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -50,6 +50,7 @@ from pipeline.tables.backend import (
     replace_where_predicate,
     spark_uri,
 )
+from pipeline.tables.vacuum import vacuum
 
 log = logging.getLogger(__name__)
 
@@ -146,16 +147,7 @@ class EmbeddedBackend:
         return table.version()
 
     def vacuum(self, location: str, retention_hours: int, keep_versions: list[int]) -> int:
-        """Remove files no kept snapshot reads and older than the retention, uncommitted leftovers included."""
-        table = DeltaTable(location)
-        removed = table.vacuum(
-            retention_hours=retention_hours,
-            dry_run=False,
-            enforce_retention_duration=False,
-            full=True,
-            keep_versions=keep_versions or None,
-        )
-        return len(removed)
+        return vacuum(location, retention_hours, keep_versions)
 
     def _write(
         self,

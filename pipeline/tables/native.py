@@ -1,17 +1,37 @@
-"""Native backend: delta-spark writes, reads and commits inside the JVM (spark-submit --packages, Databricks)."""
+"""Native backend: delta-spark writes, reads and commits inside the JVM (the jars `produce-audit prepare`
+installs, spark-submit --packages, Databricks).
+
+delta-spark's own errors are raised as the table store's (rows outside a partition overwrite, data that does
+not fit the table, a concurrent commit), so callers handle one set whichever backend wrote.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from delta.exceptions import DeltaConcurrentModificationException
 from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from pipeline.tables.backend import replace_where_predicate, spark_uri
+from pipeline.tables.backend import (
+    CommitConflictError,
+    PartitionOverwriteError,
+    TableSchemaError,
+    TableStoreError,
+    replace_where_predicate,
+    spark_uri,
+)
+from pipeline.tables.vacuum import vacuum
+
+# The commit a write just made is nearly always the latest; a few more cover commits of other writers since.
+RECENT_COMMITS = 10
 
 
 class NativeBackend:
@@ -67,12 +87,8 @@ class NativeBackend:
         self._table(location).restoreToVersion(version)
         return self.version(location)
 
-    def vacuum(self, location: str, retention_hours: int, keep_versions: list[int]) -> int | None:
-        """delta-spark keeps every snapshot younger than the retention (`keep_versions` is delta-rs only) and does
-        not say how many files it removed."""
-        self._spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        self._table(location).vacuum(float(retention_hours))
-        return None
+    def vacuum(self, location: str, retention_hours: int, keep_versions: list[int]) -> int:
+        return vacuum(location, retention_hours, keep_versions)
 
     def _table(self, location: str) -> DeltaTable:
         return DeltaTable.forPath(self._spark, spark_uri(location))
@@ -85,6 +101,41 @@ class NativeBackend:
         write_id = uuid.uuid4().hex
         if partition_by:
             writer = writer.partitionBy(*partition_by)
-        writer.format("delta").option("userMetadata", write_id).save(spark_uri(location))
-        commit = self._table(location).history().where(F.col("userMetadata") == write_id).select("version").head()
-        return commit.version
+        with _as_store_errors(location):
+            writer.format("delta").option("userMetadata", write_id).save(spark_uri(location))
+        table = self._table(location)
+        for history in (table.history(RECENT_COMMITS), table.history()):
+            commit = history.where(F.col("userMetadata") == write_id).select("version").head()
+            if commit is not None:
+                return commit.version
+        raise TableStoreError(f"{location}: the commit of write {write_id} is missing from the Delta log")
+
+
+@contextmanager
+def _as_store_errors(location: str) -> Iterator[None]:
+    """delta-spark's refusals as the table store's errors; nothing was committed in any of these cases."""
+    try:
+        yield
+    except DeltaConcurrentModificationException as exc:
+        raise CommitConflictError(
+            f"{location}: a concurrent commit conflicts with this write ({exc}); "
+            "nothing was committed and the write can be rerun"
+        ) from exc
+    except AnalysisException as exc:
+        condition = exc.getCondition() or ""
+        if condition == "DELTA_REPLACE_WHERE_MISMATCH":
+            raise PartitionOverwriteError(f"{location}: {exc}; nothing was committed") from exc
+        if condition.startswith(_SCHEMA_CONDITIONS):
+            raise TableSchemaError(f"{location}: {exc}") from exc
+        raise
+
+
+# Error conditions (prefixes) of data whose columns or partitioning do not fit the table.
+_SCHEMA_CONDITIONS = (
+    "DELTA_FAILED_TO_MERGE_FIELDS",
+    "DELTA_MERGE_INCOMPATIBLE_DATATYPE",
+    "DELTA_PARTITION_COLUMN_CAST_FAILED",
+    "DELTA_UNEXPECTED_PARTITION_COLUMN",
+    "DELTA_SCHEMA_CHANGE",
+    "DELTA_METADATA_MISMATCH",
+)

@@ -8,12 +8,13 @@ them, so the same pipeline runs anywhere `pip install` works. Both produce ordin
 from __future__ import annotations
 
 import logging
-from importlib import metadata
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from pipeline import jar_bundles
+from pipeline.delta_jars import BUNDLE, CATALOG, EXTENSION
 from pipeline.tables.backend import (
     Backend,
     BackendUnavailableError,
@@ -137,22 +138,15 @@ def resolve_backend(spark: SparkSession, requested: str) -> str:
     if delta_spark_available(spark):
         return "native"
     if requested == "native":
+        packages = ",".join(jar_bundles.coordinates(BUNDLE))
         raise BackendUnavailableError(
             f"the native Delta backend needs delta-spark on the Spark classpath, and {DELTA_LOG_CLASS} "
-            f"does not load in this session. Start Spark with --packages io.delta:delta-spark_2.13:"
-            f"{_delta_spark_version()} and spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension, "
-            "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog "
-            "(delta.configure_spark_with_delta_pip does this for a local session), run on Databricks, "
-            "or choose the embedded backend."
+            "does not load in this session. Run `produce-audit prepare` (it installs the pinned delta-spark jars "
+            f"with Maven, and later sessions load them), start Spark with --packages {packages} and "
+            f"spark.sql.extensions={EXTENSION}, spark.sql.catalog.spark_catalog={CATALOG}, run on Databricks, or "
+            "choose the embedded backend."
         )
     return "embedded"
-
-
-def _delta_spark_version() -> str:
-    try:
-        return metadata.version("delta-spark")
-    except metadata.PackageNotFoundError:
-        return "<version matching your Spark>"
 
 
 def _open_backend(name: str, spark: SparkSession) -> Backend:
