@@ -669,10 +669,32 @@ SCENARIOS = {
     "SEG-002": (seg_002, "WARN"),
     "SEG-003": (seg_003, "ERROR"),
 }
+
+
+def snp_003_window_cleared_by_a_v2_marker(log, _):
+    """A V2 commit bumps the epoch and the broker clears the producer's batch window (spec §2.7): the snapshot
+    after it rightly holds no last batch."""
+    log.data(1, 0, 0, 2, txn=True)
+    log.marker(1, 1)
+    log.snapshot(3, 1, 1, coordinator_epoch=0)
+
+
+def snp_003_window_cleared_by_a_fence(log, _):
+    """A V1 abort by the coordinator at a bumped epoch (a fence or timeout) clears the window as well."""
+    log.data(1, 0, 0, 2, txn=True)
+    log.marker(1, 1, commit=False)
+    log.snapshot(3, 1, 1, coordinator_epoch=0)
+
+
 # More cases of a rule, fired only: (name, rule code) -> (builder, severity)
 VARIANTS = {
     ("unreadable partition", "FMT-001"): (fmt_001_unreadable_partition, "ERROR"),
     ("mostly unreadable partition", "FMT-001"): (fmt_001_mostly_unreadable_partition, "ERROR"),
+}
+# More correct logs a rule must stay silent on: (name, rule code) -> builder
+SILENT_VARIANTS = {
+    ("window cleared by a V2 marker", "SNP-003"): snp_003_window_cleared_by_a_v2_marker,
+    ("window cleared by a fence", "SNP-003"): snp_003_window_cleared_by_a_fence,
 }
 
 
@@ -697,7 +719,8 @@ def audited(spark, scratch):
             for table, (attribute, _) in side_tables.items():
                 side_rows[table].extend(getattr(log, attribute))
             topics[code, miss] = log.topic
-    for (name, code), (build, _) in VARIANTS.items():
+    variants = {key: build for key, (build, _) in VARIANTS.items()} | SILENT_VARIANTS
+    for (name, code), build in variants.items():
         log = PartitionLog(topic=f"{code.lower()}-{name.replace(' ', '-')}", clock=T0)
         build(log, False)
         rows.extend(log.rows)
@@ -716,9 +739,11 @@ def audited(spark, scratch):
     for row in result.findings.collect():
         by_topic.setdefault(row.topic, []).append(row)
     summaries = {row.topic: row for row in result.partition_summary.collect()}
+    producers = {(row.topic, row.producer_id): row for row in result.producer_state.collect()}
     result.release()
     findings = {key: by_topic.get(topic, []) for key, topic in topics.items()}
-    return findings | {("summary", *key): summaries.get(topic) for key, topic in topics.items()}
+    states = {("producer_state", *key): producers.get((topic, 1)) for key, topic in topics.items()}
+    return findings | states | {("summary", *key): summaries.get(topic) for key, topic in topics.items()}
 
 
 def test_every_registered_rule_has_a_scenario():
@@ -744,6 +769,18 @@ def test_rule_variant_fires(name, code, audited):
 @pytest.mark.parametrize("code", sorted(SCENARIOS))
 def test_rule_stays_silent_on_near_miss(code, audited):
     assert [f for f in audited[code, True] if f.rule_code == code] == []
+
+
+@pytest.mark.parametrize("name, code", sorted(SILENT_VARIANTS))
+def test_rule_stays_silent_on_variant(name, code, audited):
+    assert [f for f in audited[name, code] if f.rule_code == code] == []
+
+
+@pytest.mark.parametrize("name", ["window cleared by a V2 marker", "window cleared by a fence"])
+def test_producer_state_has_no_last_sequence_after_a_marker_changed_the_epoch(name, audited):
+    """As DescribeProducers answers: the marker's epoch, and -1 for the cleared window's last sequence."""
+    state = audited["producer_state", name, "SNP-003"]
+    assert (state.producer_epoch, state.last_sequence) == (1, -1)
 
 
 def test_one_finding_per_cause(audited):

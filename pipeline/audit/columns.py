@@ -81,3 +81,23 @@ def explode_findings(df, checks: list[tuple[Rule, Fires]]):
         .select(F.explode("_fired").alias("finding"))
         .select(*[F.col(f"finding.{name}").alias(name) for name in FINDING_FIELDS])
     )
+
+
+def window_cleared(counted: Column | None = None) -> Column:
+    """An aggregate over a producer's replayed rows (those where `counted` holds): whether its duplicate window
+    is empty after them because the last row that touched it was a marker that changed the producer's epoch.
+
+    `ProducerAppendInfo.appendEndTxnMarker` calls `maybeUpdateProducerEpoch`, which clears the batch window when
+    the epoch changes (spec §2.7, §6.0 step 3): after a fence or timeout abort (V1) and after every V2 marker the
+    broker's entry, its snapshot and DescribeProducers hold no last batch (sequence -1, offset -1, delta 0).
+    """
+    counted = F.lit(True) if counted is None else counted
+    accepted_data = counted & F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
+    bumping_marker = (
+        counted
+        & F.col("is_marker")
+        & (F.col("state_epoch").isNull() | (F.col("producer_epoch") > F.col("state_epoch")))
+    )
+    last_data = F.max(F.when(accepted_data, F.col("base_offset")))
+    last_bump = F.max(F.when(bumping_marker, F.col("base_offset")))
+    return last_bump.isNotNull() & (last_data.isNull() | (last_bump > last_data))

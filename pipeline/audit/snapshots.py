@@ -11,6 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pipeline.audit.columns import window_cleared
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP, topic_matches
@@ -42,8 +43,10 @@ SNAPSHOT_DIVERGES = rule(
     "6.6",
     "Replaying the log to the snapshot's offset gives a producer state different from the snapshot's: ERROR "
     "for the epoch or the open transaction, WARN for last sequence, last offset, offset delta or coordinator "
-    "epoch. A producer the snapshot lacks may have expired (INFO); one the snapshot has whose data lies below "
-    "the log start is not compared.",
+    "epoch. The replayed last batch is the broker's: none (-1, -1, 0) once a marker that changed the "
+    "producer's epoch (a fence or timeout abort, every TV2 marker) cleared its batch window. A producer the "
+    "snapshot lacks may have expired (INFO); one the snapshot has whose data lies below the log start is not "
+    "compared.",
     also=("WARN", "INFO"),
 )
 PHANTOM_OPEN_TXN = rule(
@@ -150,9 +153,14 @@ def _replay_state_at_snapshot(entries: DataFrame, replayed: DataFrame) -> DataFr
     accepted_data = below & F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
     marker_below = below & F.col("is_marker")
     order = F.col("base_offset")
+    cleared = window_cleared(below)
 
     def last_of(condition: Column, value: Column) -> Column:
         return F.max_by(F.when(condition, value), F.when(condition, order))
+
+    def last_batch(value: Column, none: int) -> Column:
+        """The last accepted data batch's value, or the file's "none" when a marker cleared the window after it."""
+        return F.when(cleared, F.lit(none)).otherwise(F.coalesce(last_of(accepted_data, value), F.lit(none)))
 
     open_after_row = (
         F.when(F.col("is_marker"), F.lit(None).cast("long"))
@@ -164,11 +172,9 @@ def _replay_state_at_snapshot(entries: DataFrame, replayed: DataFrame) -> DataFr
         F.count(F.when(below, 1)).alias("replayed_batches"),
         F.max(F.when(below, F.col("producer_epoch"))).alias("replay_producer_epoch"),
         # the snapshot file's "none" values: no data batch -1 / -1 / 0, no marker -1
-        F.coalesce(last_of(accepted_data, F.col("last_sequence")), F.lit(-1)).alias("replay_last_sequence"),
-        F.coalesce(last_of(accepted_data, F.col("last_offset")), F.lit(-1)).alias("replay_last_offset"),
-        F.coalesce(last_of(accepted_data, F.col("last_offset") - F.col("base_offset")), F.lit(0))
-        .cast("int")
-        .alias("replay_offset_delta"),
+        last_batch(F.col("last_sequence"), -1).alias("replay_last_sequence"),
+        last_batch(F.col("last_offset"), -1).alias("replay_last_offset"),
+        last_batch(F.col("last_offset") - F.col("base_offset"), 0).cast("int").alias("replay_offset_delta"),
         F.coalesce(last_of(marker_below, F.col("coordinator_epoch")), F.lit(-1)).alias("replay_coordinator_epoch"),
         last_of(below, open_after_row).alias("replay_current_txn_first_offset"),
         F.max((F.col("base_offset") == txn_start) & F.col("is_data") & F.col("is_transactional")).alias(

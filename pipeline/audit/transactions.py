@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pipeline.audit.columns import window_cleared
 from pipeline.audit.context import AuditContext
 from pipeline.audit.frames import PRODUCER_BATCHES
 from pipeline.audit.registry import Fires, check, rule
@@ -255,7 +256,8 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
 
 
 def build_producer_state(replayed: DataFrame) -> DataFrame:
-    """State per (topic, partition, producer id) after the last batch, as describe-producers reports it."""
+    """State per (topic, partition, producer id) after the last batch, as describe-producers reports it: the last
+    sequence is -1 once a marker that changed the epoch cleared the batch window (`window_cleared`)."""
     order = F.col("base_offset")
     accepted_data = F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
     last_group_open = F.max_by(
@@ -266,7 +268,9 @@ def build_producer_state(replayed: DataFrame) -> DataFrame:
     )
     return replayed.groupBy(*TP_PID).agg(
         F.max("producer_epoch").alias("producer_epoch"),
-        F.max_by(F.when(accepted_data, F.col("last_sequence")), F.when(accepted_data, order)).alias("last_sequence"),
+        F.when(window_cleared(), F.lit(-1))
+        .otherwise(F.max_by(F.when(accepted_data, F.col("last_sequence")), F.when(accepted_data, order)))
+        .alias("last_sequence"),
         F.max(F.when(F.col("is_data"), F.col("last_offset"))).alias("last_offset"),
         F.max_by("max_timestamp", order).alias("last_timestamp"),
         F.max(F.when(F.col("is_marker"), F.col("coordinator_epoch"))).alias("coordinator_epoch"),
