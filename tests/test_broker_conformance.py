@@ -24,17 +24,6 @@ NOT_INFO = ("WARN", "ERROR", "CRITICAL")
 INTERNAL = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
 # Rules that read the files beside the segments (snapshots, indexes, checkpoints): dump text carries none.
 SIDE_FILE_RULES = ("SNP-", "IDX-", "SEG-004", "SEG-005", "SEG-006", "LEP-", "LSO-003")
-SNAPSHOT_FALSE_ALARM = (
-    "SNP-003 compares the snapshot with the last data batch of the replay epoch, but the broker clears a "
-    "producer's batch window when a marker changes its epoch (ProducerStateEntry.maybeUpdateProducerEpoch via "
-    "ProducerAppendInfo.appendEndTxnMarker; spec §2.7 and §6.0 step 3, 'clear window if epoch changed'), so after "
-    "a fence or timeout abort (V1) and after every V2 marker the snapshot rightly holds LastSequence -1, "
-    "LastOffset -1, OffsetDelta 0 (spec §1.4)"
-)
-PRODUCER_STATE_FALSE_ALARM = (
-    "producer_state.last_sequence keeps the last data sequence after a marker that bumped the epoch; the broker "
-    "cleared the batch window there (same cause as the SNP-003 false alarm), and DescribeProducers answers -1"
-)
 
 
 @dataclass(frozen=True)
@@ -135,23 +124,9 @@ EXPECTED_INFO = {
 }
 
 
-def _window_cleared(findings: pd.DataFrame) -> pd.Series:
-    """SNP-003 rows of the known false alarm: same epoch, and the snapshot holds no batch where the replay does."""
-    evidence = findings.evidence.map(lambda e: dict(e) if e is not None else {})
-    return (findings.rule_code == "SNP-003") & evidence.map(
-        lambda e: (
-            e.get("snapshot_last_sequence") == "-1"
-            and e.get("snapshot_last_offset") == "-1"
-            and e.get("snapshot_producer_epoch") == e.get("replay_producer_epoch")
-            and e.get("snapshot_current_txn_first_offset") == e.get("replay_current_txn_first_offset")
-        )
-    )
-
-
 def test_clean_broker_logs_raise_nothing_above_info(binary):
-    """Nothing above INFO but the SNP-003 false alarm (see test_broker_snapshots_match_the_replay)."""
     above_info = binary.findings(above_info=True)
-    assert _keys(above_info[~_window_cleared(above_info)]) == set()
+    assert _keys(above_info) == set()
 
 
 def test_clean_broker_logs_raise_the_expected_info_findings(binary):
@@ -170,8 +145,8 @@ def test_the_snapshot_written_at_shutdown_holds_the_transaction_open_across_the_
     assert found == {(int(key.rsplit("-", 1)[1]), max(offsets) + 1) for key, offsets in entry["offsets"].items()}
 
 
-@pytest.mark.xfail(strict=True, reason=SNAPSHOT_FALSE_ALARM)
 def test_broker_snapshots_match_the_replay(binary):
+    """Including after markers that changed the epoch, which clear the producer's batch window (spec §2.7)."""
     findings = binary.findings()
     assert _keys(findings[findings.rule_code.str.startswith("SNP-") & findings.severity.isin(NOT_INFO)]) == set()
 
@@ -283,7 +258,6 @@ def test_producer_state_has_the_epochs_and_transactions_the_broker_reports(binar
     assert len(truth["notes"]["describe_producers"]) >= 25
 
 
-@pytest.mark.xfail(strict=True, reason=PRODUCER_STATE_FALSE_ALARM)
 def test_producer_state_has_the_last_sequences_the_broker_reports(binary, truth):
     assert _producer_state_against_the_broker(binary, truth) == []
 
