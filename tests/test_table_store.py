@@ -372,7 +372,9 @@ def test_the_other_backend_and_delta_rs_read_append_and_overwrite_a_table(spark,
     assert store.version("batches") == other.version("batches") == 3
     assert [commit["version"] for commit in store.history("batches", limit=2)] == [3, 2]
 
-    store.restore("batches", 0)
+    assert store.restore("batches", 0) == 4
+    (restore,) = other.history("batches", limit=1)  # what publication looks for after a roll-back
+    assert (restore["operation"], restore["parameters"]["version"]) == ("RESTORE", "0")
     other.overwrite(frame(spark, TOPICS[:1]), "batches", ["topic"])
     assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS[:1]))
     assert as_tuples(store.read("batches", SCHEMA, version=4)) == sorted(rows(TOPICS))
