@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from pipeline.cli import main
 from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
 from pipeline.generate.recall import compare_with_findings
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "produce-audit"
+GENERATED_GOLDEN = REPO / "tests" / "golden" / "generated-4000"
 LARGE_TASK_BINARY = "Broadcasting large task binary"
 MIB = 1024 * 1024
 
@@ -56,7 +58,7 @@ def generated_root(tmp_path_factory) -> Path:
     return root
 
 
-def test_run_over_many_log_dirs_with_side_files(generated_root, tmp_path):
+def test_run_over_many_log_dirs_with_side_files(generated_root, tmp_path, spark):
     log_dirs = sorted(path for path in generated_root.iterdir() if path.is_dir() and not path.name.startswith("_"))
     assert len(log_dirs) >= 40
     partition_dirs = [p for log_dir in log_dirs for p in log_dir.iterdir() if p.is_dir()]
@@ -76,6 +78,10 @@ def test_run_over_many_log_dirs_with_side_files(generated_root, tmp_path):
     outcome = compare_with_findings(generated_root, warehouse)
     assert outcome["missed"] == [], outcome
     assert outcome["unexplained"] == [], outcome
+    # every row of the result tables as compare --update-golden wrote them for this deterministic root; compared
+    # in this process, on the test session (main() reuses the active SparkSession)
+    compared = main(["compare", "--actual", str(warehouse), "--golden", str(GENERATED_GOLDEN), "--conf", str(conf)])
+    assert compared == 0
 
 
 @pytest.mark.realdata
