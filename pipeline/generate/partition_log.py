@@ -251,9 +251,10 @@ class DataPartition(_Partition):
         control = 1 if commit else CONTROL_ABORT
         self._add(offset, 0, 1, pid, epoch, -1, 0, timestamp, None, control, coordinator_epoch, mutation)
         entry = self._entry(pid)
-        if epoch > entry.epoch:
+        if epoch > entry.epoch:  # the broker clears the batch window when a marker changes the epoch
             entry.epoch = epoch
             entry.recent.clear()
+            entry.last_sequence, entry.last_offset, entry.offset_delta = -1, -1, 0
         entry.coordinator_epoch = coordinator_epoch
         entry.timestamp = timestamp
         entry.last_marker = (offset, epoch, control, coordinator_epoch)
