@@ -18,23 +18,27 @@ def bundle(tmp_path, monkeypatch) -> list[str]:
     return jars
 
 
-def test_auto_and_native_sessions_get_the_jars_extension_and_catalog(bundle):
-    for backend in ("auto", "native"):
-        conf = session_conf({"spark.driver.memory": "1g"}, backend)
-        assert conf == {
-            "spark.driver.memory": "1g",
-            "spark.jars": ",".join(bundle),
-            "spark.sql.extensions": EXTENSION,
-            "spark.sql.catalog.spark_catalog": CATALOG,
-        }
+def test_native_sessions_get_the_jars_extension_and_catalog(bundle):
+    conf = session_conf({"spark.driver.memory": "1g"}, "native")
+    assert conf == {
+        "spark.driver.memory": "1g",
+        "spark.jars": ",".join(bundle),
+        "spark.sql.extensions": EXTENSION,
+        "spark.sql.catalog.spark_catalog": CATALOG,
+    }
+
+
+def test_auto_sessions_do_not_load_the_bundle(bundle):
+    """auto uses a delta-spark the session already has; the bundle is loaded when native is asked for."""
+    assert session_conf({"spark.driver.memory": "1g"}, "auto") == {"spark.driver.memory": "1g"}
 
 
 def test_what_the_session_has_is_kept(bundle):
-    conf = session_conf({"spark.jars": "/opt/udfs.jar", "spark.sql.extensions": "com.example.Ext"}, "auto")
+    conf = session_conf({"spark.jars": "/opt/udfs.jar", "spark.sql.extensions": "com.example.Ext"}, "native")
 
     assert conf["spark.jars"] == ",".join(["/opt/udfs.jar", *bundle])
     assert conf["spark.sql.extensions"] == f"com.example.Ext,{EXTENSION}"
-    assert session_conf(conf, "auto") == conf  # applied twice, nothing is added twice
+    assert session_conf(conf, "native") == conf  # applied twice, nothing is added twice
 
 
 @pytest.mark.parametrize(
@@ -43,7 +47,7 @@ def test_what_the_session_has_is_kept(bundle):
     ids=["packages", "jars"],
 )
 def test_a_session_bringing_its_own_delta_gets_nothing(bundle, conf):
-    assert session_conf(conf, "auto") == conf
+    assert session_conf(conf, "native") == conf
 
 
 def test_embedded_or_no_bundle_gets_nothing(bundle, monkeypatch):
@@ -56,7 +60,11 @@ def test_spark_submit_gets_the_jars_merged_with_its_own(bundle, tmp_path):
     properties = tmp_path / "spark-defaults.conf"
     properties.write_text("# comment\nspark.jars   /opt/a.jar\nspark.sql.extensions=com.example.Ext\n")
 
-    options = submit_options(str(properties), ["--master", "yarn", "--jars=/opt/b.jar"], ["--input", "in"])
+    config = tmp_path / "native.yaml"
+    config.write_text("delta:\n  backend: native\n")
+    job_args = ["--input", "in", "--conf", str(config)]
+
+    options = submit_options(str(properties), ["--master", "yarn", "--jars=/opt/b.jar"], job_args)
 
     assert options == [
         "--jars",
