@@ -4,6 +4,7 @@ from schemas.batches import BATCHES, BATCHES_PARTITION_BY
 from schemas.checkpoints import CHECKPOINTS, CHECKPOINTS_PARTITION_BY
 from schemas.file_problems import FILE_PROBLEMS, FILE_PROBLEMS_PARTITION_BY
 from schemas.findings import FINDINGS, FINDINGS_PARTITION_BY
+from schemas.global_transactions import GLOBAL_TRANSACTIONS, GLOBAL_TRANSACTIONS_PARTITION_BY
 from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
 from schemas.leader_epochs import LEADER_EPOCHS, LEADER_EPOCHS_PARTITION_BY
 from schemas.offset_commits import OFFSET_COMMITS, OFFSET_COMMITS_PARTITION_BY
@@ -22,6 +23,7 @@ SCHEMAS = {
     "checkpoints": CHECKPOINTS,
     "file_problems": FILE_PROBLEMS,
     "findings": FINDINGS,
+    "global_transactions": GLOBAL_TRANSACTIONS,
     "ingest_manifest": INGEST_MANIFEST,
     "leader_epochs": LEADER_EPOCHS,
     "offset_commits": OFFSET_COMMITS,
@@ -57,6 +59,8 @@ __all__ = [
     "TXN_INDEX_PARTITION_BY",
     "FINDINGS",
     "FINDINGS_PARTITION_BY",
+    "GLOBAL_TRANSACTIONS",
+    "GLOBAL_TRANSACTIONS_PARTITION_BY",
     "PARTITION_SUMMARY",
     "PARTITION_SUMMARY_PARTITION_BY",
     "PRODUCER_STATE",

@@ -546,6 +546,59 @@ def xtx_004(log, miss):
         log.data(pid, 0, 0, 1, txn=True)
 
 
+def xtx_002(log, miss):
+    pid = coordinator_pid(22, miss)
+    start = transactional_write(log, "a", pid, PREPARE_COMMIT)
+    if miss:
+        log.marker(pid, 0)
+    log.txn_state("a", COMPLETE_COMMIT, pid, 0, start=start)
+
+
+def xtx_002_pending(log, _):
+    """The Prepare record is the id's latest: its markers may still be on their way."""
+    transactional_write(log, "a", coordinator_pid(22, False, 1), PREPARE_COMMIT)
+
+
+def xtx_006(log, miss):
+    """A fence abort decides at epoch + 1; its marker must carry that epoch, not one more."""
+    pid = coordinator_pid(26, miss)
+    start = transactional_write(log, "a", pid)
+    tp = f"{log.topic}-{log.partition}"
+    log.txn_state("a", PREPARE_ABORT, pid, 1, (tp,), start=start)
+    log.marker(pid, 1 if miss else 2, commit=False)
+    log.txn_state("a", COMPLETE_ABORT, pid, 1, start=start)
+
+
+TV2 = {"value_version": 1, "client_transaction_version": 2}
+
+
+def xtx_008(log, miss):
+    """A TV2 commit bumps the epoch at Prepare; a marker at the data's epoch is a V1 marker or a late one."""
+    pid = coordinator_pid(28, miss)
+    tp = f"{log.topic}-{log.partition}"
+    log.txn_state("a", EMPTY, pid, 0, **TV2)
+    start = log.txn_state("a", ONGOING, pid, 0, (tp,), **TV2)["start_timestamp_ms"]
+    log.data(pid, 0, 0, 1, txn=True)
+    log.txn_state("a", PREPARE_COMMIT, pid, 1, (tp,), start=start, **TV2)
+    log.marker(pid, 1 if miss else 0)
+    log.txn_state("a", COMPLETE_COMMIT, pid, 1, start=start, **TV2)
+
+
+def xtx_010(log, miss):
+    """An abort at epoch + 1 after the transaction's timeout (60 s) is the coordinator's timeout abort; before
+    it, the same shape is a fence by a new instance. The records are written without data between them: the
+    coordinator's partition holds nothing else, and a gap in its offsets would read as compaction."""
+    pid = coordinator_pid(30, miss)
+    tp = f"{log.topic}-{log.partition}"
+    log.data(pid, 0, 0, 1, txn=True)
+    log.txn_state("a", EMPTY, pid, 0)
+    start = log.txn_state("a", ONGOING, pid, 0, (tp,))["start_timestamp_ms"]
+    log.clock += 1_000 if miss else 120_000
+    log.txn_state("a", PREPARE_ABORT, pid, 1, (tp,), start=start)
+    log.txn_state("a", COMPLETE_ABORT, pid, 1, start=start)
+    log.marker(pid, 1, commit=False)
+
+
 def xtx_009(log, miss):
     pid = coordinator_pid(29, miss)
     log.txn_state("a", EMPTY, pid, 0)
@@ -660,11 +713,15 @@ SCENARIOS = {
     "TSL-014": (tsl_014, "CRITICAL"),
     "TSL-015": (tsl_015, "WARN"),
     "XTX-001": (xtx_001, "CRITICAL"),
+    "XTX-002": (xtx_002, "ERROR"),
     "XTX-003": (xtx_003, "WARN"),
     "XTX-004": (xtx_004, "ERROR"),
     "XTX-005": (xtx_005, "ERROR"),
+    "XTX-006": (xtx_006, "ERROR"),
     "XTX-007": (xtx_007, "ERROR"),
+    "XTX-008": (xtx_008, "ERROR"),
     "XTX-009": (xtx_009, "ERROR"),
+    "XTX-010": (xtx_010, "INFO"),
     "XTX-011": (xtx_011, "CRITICAL"),
     "SEG-002": (seg_002, "WARN"),
     "SEG-003": (seg_003, "ERROR"),
@@ -690,6 +747,7 @@ def snp_003_window_cleared_by_a_fence(log, _):
 VARIANTS = {
     ("unreadable partition", "FMT-001"): (fmt_001_unreadable_partition, "ERROR"),
     ("mostly unreadable partition", "FMT-001"): (fmt_001_mostly_unreadable_partition, "ERROR"),
+    ("markers pending", "XTX-002"): (xtx_002_pending, "WARN"),
 }
 # More correct logs a rule must stay silent on: (name, rule code) -> builder
 SILENT_VARIANTS = {
@@ -815,8 +873,14 @@ def test_valid_coordinator_histories_raise_nothing(audited):
 
 def test_agreeing_markers_raise_no_cross_check(audited):
     """A COMMIT marker after PrepareCommit, with the coordinator epoch of the Prepare record's batch."""
-    for code in ("XTX-001", "XTX-007"):
+    for code in ("XTX-001", "XTX-002", "XTX-006", "XTX-007", "XTX-008"):
         assert [f.rule_code for f in audited[code, True] if f.rule_code.startswith(("TSL", "XTX"))] == [], code
+
+
+def test_a_marker_at_another_epoch_is_reported_once(audited):
+    """XTX-006 and XTX-008 name the marker's epoch; it is not also a marker without a decision (XTX-003)."""
+    for code in ("XTX-006", "XTX-008"):
+        assert sorted(f.rule_code for f in audited[code, False] if f.rule_code.startswith("XTX")) == [code], code
 
 
 def test_hanging_transaction_carries_abort_command(audited):

@@ -1,13 +1,17 @@
-"""Segments against `__transaction_state` (spec §6.8): what the partitions hold against what the coordinator decided.
+"""Segments against `__transaction_state` (spec §6.8): transactional data and producer ids against the coordinator.
 
-Partitions are matched by name: a `__transaction_state` record lists `topic-partition`, which must be a
-(topic, partition) of the audited batches of the same cluster. The coordinator records come from
-`transaction_log.audited_records`, the markers and transactions from the replay.
+The data rules are here (XTX-004, -005, -009, -011); markers against decisions are in
+pipeline.audit.cross_markers, epoch chains in pipeline.audit.cross_epochs. Partitions are matched by name: a
+`__transaction_state` record lists `topic-partition`, which must be a (topic, partition) of the audited batches
+of the same cluster. The coordinator records come from `transaction_log.audited_records`, the markers and
+transactions from the replay.
 
 Only part of a cluster's `__transaction_state` partitions may be in the input, so a producer id that no record
 mentions (as producer id, previous or next producer id) is left alone: its coordinator history is not here.
 That is why "no transactional id maps to p" (XTX-005) is not reported; LSO-002 still finds such a transaction
-hanging by its age.
+hanging by its age. Whether the input holds every partition cannot be told from it: the topic's partition count
+is cluster metadata, not in the log dirs, and the ids' partitions (abs(hashCode) % count) do not settle it, since
+the ids of partitions 0-24 of 50 also fit a topic of 25.
 """
 
 from __future__ import annotations
@@ -19,27 +23,10 @@ from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from pipeline.audit.transaction_log import COMPLETE_STATES, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
-from schemas.batches import STATUS_OK
 from schemas.transactions import OUTCOME_OPEN
 
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 
-MARKER_CONTRADICTS_DECISION = rule(
-    "XTX-001",
-    "MARKER_CONTRADICTS_DECISION",
-    "CRITICAL",
-    "6.8",
-    "A marker (p, e, type) on a partition that the Prepare* records of (p, e) list only with the other outcome. "
-    "Under TV0/1 one epoch may hold several transactions, so a marker agreeing with any of them is fine.",
-)
-MARKER_WITHOUT_DECISION = rule(
-    "XTX-003",
-    "MARKER_WITHOUT_DECISION",
-    "WARN",
-    "6.8",
-    "A marker (p, e) on a partition no Prepare* record of (p, e) lists, for a producer id the coordinator records "
-    "do mention (kafka-transactions.sh abort, or the record was compacted away).",
-)
 HANGING_CONFIRMED = rule(
     "XTX-005",
     "HANGING_CONFIRMED",
@@ -60,15 +47,6 @@ DATA_NOT_IN_TRANSACTION = rule(
     "(the Ongoing record may have been compacted).",
     also=("WARN",),
 )
-MARKER_COORDINATOR_EPOCH = rule(
-    "XTX-007",
-    "MARKER_COORDINATOR_EPOCH",
-    "ERROR",
-    "6.8",
-    "A marker whose coordinator epoch is below the leader epoch of the __transaction_state batch holding its "
-    "Prepare* record (ERROR); above it is INFO: markers re-sent by a newer coordinator after a failover.",
-    also=("INFO",),
-)
 OFFSETS_PARTITION_NOT_ADDED = rule(
     "XTX-009",
     "OFFSETS_PARTITION_NOT_ADDED",
@@ -87,113 +65,13 @@ PID_TO_MANY_IDS = rule(
 )
 
 
-def _tp_name() -> Column:
+def tp_name() -> Column:
     return F.concat_ws("-", F.col("topic"), F.col("partition").cast("string"))
 
 
-def _known_producers(records: DataFrame) -> DataFrame:
+def known_producers(records: DataFrame) -> DataFrame:
     ids = F.explode(F.array("producer_id", "previous_producer_id", "next_producer_id")).alias("producer_id")
     return records.select(ids).where(F.col("producer_id") >= 0).distinct().withColumn("is_known", F.lit(True))
-
-
-def _decisions_by_marker(records: DataFrame) -> DataFrame:
-    """Per (producer id, epoch, partition name): which outcomes Prepare* records decided, and their leader epochs."""
-    prepares = records.where(~F.col("is_tombstone") & F.col("state").isin(PREPARE_COMMIT, PREPARE_ABORT))
-    return (
-        prepares.select(
-            "producer_id",
-            "producer_epoch",
-            F.explode("partition_set").alias("tp_name"),
-            F.when(F.col("state") == PREPARE_COMMIT, CONTROL_COMMIT).otherwise(CONTROL_ABORT).alias("decided"),
-            F.col("partition_leader_epoch").alias("decision_leader_epoch"),
-        )
-        .groupBy("producer_id", "producer_epoch", "tp_name")
-        .agg(
-            F.collect_set("decided").alias("decided"),
-            F.min("decision_leader_epoch").alias("min_decision_leader_epoch"),
-            F.max("decision_leader_epoch").alias("max_decision_leader_epoch"),
-        )
-    )
-
-
-@frame("cross_checks.markers")
-def MARKERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
-    """COMMIT/ABORT markers of producers the coordinator records know, with what the Prepare* records decided.
-
-    `decided`: the outcomes the Prepare* records of the marker's (producer id, epoch) decided for its partition,
-    null when none lists it; `min_/max_decision_leader_epoch`: the leader epochs of those records' batches.
-    """
-    records = inputs.coordinator_records
-    if records is None:
-        return None
-    return (
-        inputs.batches.where(
-            (F.col("entry_status") == STATUS_OK)
-            & F.col("is_control")
-            & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
-        )
-        .withColumn("tp_name", _tp_name())
-        .join(_known_producers(records), on="producer_id", how="inner")
-        .join(_decisions_by_marker(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
-    )
-
-
-def _agrees() -> Column:
-    return F.array_contains("decided", F.col("control_type"))
-
-
-def _outcome() -> Column:
-    return F.when(F.col("control_type") == CONTROL_COMMIT, F.lit("COMMIT")).otherwise(F.lit("ABORT"))
-
-
-@check(MARKER_CONTRADICTS_DECISION, on=MARKERS)
-def marker_contradicts_decision(ctx: AuditContext) -> Fires:
-    return Fires(
-        F.col("decided").isNotNull() & ~_agrees(),
-        F.format_string(
-            "%s marker of producer %d epoch %d, but the coordinator prepared the other outcome",
-            _outcome(),
-            "producer_id",
-            "producer_epoch",
-        ),
-        {"decided": F.array_join(F.col("decided").cast("array<string>"), ",")},
-    )
-
-
-@check(MARKER_WITHOUT_DECISION, on=MARKERS)
-def marker_without_decision(ctx: AuditContext) -> Fires:
-    return Fires(
-        F.col("decided").isNull(),
-        F.format_string(
-            "%s marker of producer %d epoch %d without a Prepare record listing %s",
-            _outcome(),
-            "producer_id",
-            "producer_epoch",
-            "tp_name",
-        ),
-        {},
-    )
-
-
-@check(MARKER_COORDINATOR_EPOCH, on=MARKERS)
-def marker_coordinator_epoch(ctx: AuditContext) -> Fires:
-    coordinator_epoch = F.col("coordinator_epoch")
-    return Fires(
-        _agrees()
-        & (
-            (coordinator_epoch < F.col("min_decision_leader_epoch"))
-            | (coordinator_epoch > F.col("max_decision_leader_epoch"))
-        ),
-        F.format_string(
-            "marker coordinator epoch %d; the Prepare record's batch has leader epoch %d",
-            "coordinator_epoch",
-            "min_decision_leader_epoch",
-        ),
-        {"decision_leader_epochs": F.format_string("%d-%d", "min_decision_leader_epoch", "max_decision_leader_epoch")},
-        severity=F.when(coordinator_epoch < F.col("min_decision_leader_epoch"), F.lit("ERROR")).otherwise(
-            F.lit("INFO")
-        ),
-    )
 
 
 def _ongoing_partitions(records: DataFrame) -> DataFrame:
@@ -227,8 +105,8 @@ def TRANSACTION_DATA(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None
         return None
     return (
         inputs.transactions.where(F.col("first_offset").isNotNull())
-        .withColumn("tp_name", _tp_name())
-        .join(_known_producers(records), on="producer_id", how="inner")
+        .withColumn("tp_name", tp_name())
+        .join(known_producers(records), on="producer_id", how="inner")
         .join(_ongoing_partitions(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
         .join(_fully_uncleaned(records), on="producer_id", how="left")
         .select(
@@ -270,8 +148,8 @@ def OFFSET_COMMITS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None: 
         inputs.offset_commits.where(F.col("decode_error").isNull())
         .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
         .join(replicas, on=[*TP, "broker_id"], how="inner")
-        .withColumn("tp_name", _tp_name())
-        .join(_known_producers(records), on="producer_id", how="inner")
+        .withColumn("tp_name", tp_name())
+        .join(known_producers(records), on="producer_id", how="inner")
         .join(_ongoing_partitions(records).drop("producer_epoch").distinct(), on=["producer_id", "tp_name"], how="left")
         .select(
             "*",
@@ -329,7 +207,7 @@ def OPEN_TRANSACTION_IDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | 
         inputs.transactions.where(F.col("outcome") == OUTCOME_OPEN)
         .join(ids_of_producer, on="producer_id", how="inner")
         .join(_latest_per_id(records), on=["coordinator_topic", "transactional_id"], how="inner")
-        .withColumn("tp_name", _tp_name())
+        .withColumn("tp_name", tp_name())
         .select(
             "*",
             F.col("first_offset").alias("base_offset"),

@@ -1,4 +1,5 @@
-"""Audit entry point: batches in, findings / transactions / producer_state / partition_summary out.
+"""Audit entry point: batches in, findings / transactions / producer_state / partition_summary /
+global_transactions out.
 
 The engine iterates the registry (pipeline.audit.registry); no rule family is wired here by hand. A run is a
 fixed sequence of small plans, each starting from scans of what the step before it wrote to the scratch
@@ -23,6 +24,8 @@ from pyspark.sql import functions as F
 # Importing the rule modules registers their frames and checks.
 from pipeline.audit import (  # noqa: F401
     cross_checks,
+    cross_epochs,
+    cross_markers,
     epochs,
     files,
     integrity,
@@ -36,11 +39,13 @@ from pipeline.audit import (  # noqa: F401
 )
 from pipeline.audit.columns import explode_findings
 from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.global_transactions import build_global_transactions
 from pipeline.audit.registry import CHECKS, FRAMES
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.state import build_state
 from pipeline.config import AuditSettings
 from schemas.findings import FINDINGS
+from schemas.global_transactions import GLOBAL_TRANSACTIONS
 from schemas.partition_summary import PARTITION_SUMMARY
 from schemas.producer_state import PRODUCER_STATE
 from schemas.transactions import TRANSACTIONS
@@ -62,6 +67,7 @@ class AuditResult:
     transactions: DataFrame
     producer_state: DataFrame
     partition_summary: DataFrame
+    global_transactions: DataFrame
     scratch: Scratch
 
     def release(self) -> None:
@@ -116,8 +122,16 @@ def run_audit(
         transactions=_with_run(inputs.transactions, run_id, TRANSACTIONS),
         producer_state=_with_run(transactions.build_producer_state(inputs.producer_batches), run_id, PRODUCER_STATE),
         partition_summary=_with_run(summary, run_id, PARTITION_SUMMARY),
+        global_transactions=_with_run(_global_transactions(inputs, batches), run_id, GLOBAL_TRANSACTIONS),
         scratch=scratch,
     )
+
+
+def _global_transactions(inputs: AuditInputs, batches: DataFrame) -> DataFrame:
+    """The coordinator decisions with their markers; no rows when no `__transaction_state` was ingested."""
+    if inputs.coordinator_records is None:
+        return batches.sparkSession.createDataFrame([], GLOBAL_TRANSACTIONS)
+    return build_global_transactions(inputs.coordinator_records, inputs.batches)
 
 
 def _with_finding_counts(partitions: DataFrame, findings: DataFrame) -> DataFrame:

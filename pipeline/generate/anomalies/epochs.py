@@ -84,7 +84,7 @@ def stale_marker(inj: AnomalyInjector, kind: Kind) -> bool:
     return True
 
 
-@anomaly("marker-epoch-jump", "EPO-005", "WARN", consequences=("XTX-003", "EPO-004", "EPO-006"))
+@anomaly("marker-epoch-jump", "EPO-005", "WARN", consequences=("XTX-006", "EPO-004", "EPO-006"))
 def marker_epoch_jump(inj: AnomalyInjector, kind: Kind) -> bool:
     pair = open_pair(inj)
     if pair is None:

@@ -115,7 +115,7 @@ def long_transaction(inj: AnomalyInjector, kind: Kind) -> bool:
 # --- LSO -------------------------------------------------------------------------------------------------
 
 
-@anomaly("hanging-transaction", "LSO-002", "ERROR", consequences=("XTX-005", "LSO-001"), limit=3)
+@anomaly("hanging-transaction", "LSO-002", "ERROR", consequences=("XTX-002", "XTX-005", "LSO-001"), limit=3)
 def hanging_transaction(inj: AnomalyInjector, kind: Kind) -> bool:
     """The coordinator aborts, but the marker for one partition never arrives; traffic pauses for 25 minutes."""
     if inj.sim.step > inj.sim.options.batches * EARLY_FRACTION:

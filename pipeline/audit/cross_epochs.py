@@ -1,0 +1,103 @@
+"""Producer epochs across the coordinator and the partitions (spec §6.8): XTX-008 and XTX-010.
+
+Under Transactions V2 every Prepare* bumps the epoch and the markers carry the bumped one, so a V2 marker at the
+data's epoch is a V1 marker or a late one of the transaction before (XTX-008). A timeout abort bumps the epoch
+of an Ongoing transaction once (V0/1) or twice (V2) (XTX-010). The coordinator-only halves of both rules are
+TSL-007's: a Prepare* at the wrong step from its Ongoing record is reported there, and a data epoch the
+coordinator never handed out is XTX-004 (no Ongoing record at that epoch lists the partition).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.cross_checks import tp_name
+from pipeline.audit.registry import Fires, check, frame, rule
+from pipeline.audit.transaction_log import COORDINATOR_TRANSITIONS, ONGOING, PREPARE_ABORT
+
+TV2_EPOCH_CHAIN = rule(
+    "XTX-008",
+    "TV2_EPOCH_CHAIN",
+    "ERROR",
+    "6.8",
+    "A marker of a producer whose coordinator records say ClientTransactionVersion 2 closes transactional data "
+    "at an epoch not below its own: a V2 marker carries the epoch its Prepare* bumped. The spec's other two "
+    "conditions are reported by TSL-007 (Prepare* epoch against Ongoing) and XTX-004 (data at an epoch no "
+    "Ongoing record lists).",
+)
+TIMEOUT_ABORT_SHAPE = rule(
+    "XTX-010",
+    "TIMEOUT_ABORT_SHAPE",
+    "INFO",
+    "6.8",
+    "Ongoing (p, e) followed by PrepareAbort (p, e + 1) (TV0/1) or (p, e + 2) (TV2) after the transaction's start "
+    "plus its timeout, by the PrepareAbort batch's timestamp: the coordinator aborted a timed-out transaction. "
+    "Data of (p, e) after the ABORT marker on a partition is EPO-001.",
+)
+
+
+@frame("cross_checks.tv2_transactions")
+def TV2_TRANSACTIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Transactions with data closed by a marker, of producers a coordinator record says are on TV2.
+
+    Located at the marker.
+    """
+    records = inputs.coordinator_records
+    if records is None:
+        return None
+    tv2_producers = records.where(F.col("is_tv2") & (F.col("producer_id") >= 0)).select("producer_id").distinct()
+    return (
+        inputs.transactions.where(F.col("first_offset").isNotNull() & F.col("marker_offset").isNotNull())
+        .join(tv2_producers, on="producer_id", how="inner")
+        .select(
+            "*",
+            tp_name().alias("tp_name"),
+            F.col("marker_offset").alias("base_offset"),
+            F.lit(None).cast("string").alias("source_file"),
+            F.lit(None).cast("long").alias("position"),
+        )
+        .drop("last_offset")
+        .withColumn("last_offset", F.col("marker_offset"))
+    )
+
+
+@check(TV2_EPOCH_CHAIN, on=TV2_TRANSACTIONS)
+def tv2_epoch_chain(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("marker_epoch") <= F.col("producer_epoch"),
+        F.format_string(
+            "TV2 marker of producer %d at epoch %d closes data of epoch %d on %s",
+            "producer_id",
+            "marker_epoch",
+            "producer_epoch",
+            "tp_name",
+        ),
+        {"data_epoch": F.col("producer_epoch"), "first_offset": F.col("first_offset")},
+        producer_epoch=F.col("marker_epoch"),
+    )
+
+
+@check(TIMEOUT_ABORT_SHAPE, on=COORDINATOR_TRANSITIONS)
+def timeout_abort_shape(ctx: AuditContext) -> Fires:
+    step = F.col("producer_epoch") - F.col("prev.producer_epoch")
+    deadline = F.col("start_timestamp_ms") + F.col("transaction_timeout_ms")
+    return Fires(
+        ~F.col("is_tombstone")
+        & ~F.col("prev.is_tombstone")
+        & (F.col("prev.state") == ONGOING)
+        & (F.col("state") == PREPARE_ABORT)
+        & (F.col("producer_id") == F.col("prev.producer_id"))
+        & (step == F.when(F.col("is_tv2"), F.lit(2)).otherwise(F.lit(1)))
+        & (deadline < F.col("batch_timestamp")),
+        F.format_string(
+            "%s timed out: aborted at epoch %d at %d, started %d with timeout %d ms",
+            "transactional_id",
+            "producer_epoch",
+            "batch_timestamp",
+            "start_timestamp_ms",
+            "transaction_timeout_ms",
+        ),
+        {"transactional_id": F.col("transactional_id"), "ongoing_epoch": F.col("prev.producer_epoch")},
+    )

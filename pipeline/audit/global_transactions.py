@@ -1,0 +1,155 @@
+"""The `global_transactions` table: every coordinator decision with the marker each listed partition holds.
+
+A Prepare* record of (p, e) lists the partitions of one transaction; each should get a marker (p, e) of the
+decided type. Under TV0/1 one epoch may hold several transactions, so the markers of (p, e) on a partition are
+assigned to the Prepare* records of (p, e) listing it by time: a marker belongs to the latest of them written
+at or before its timestamp (the earliest when all are later, as clock skew between brokers can make them),
+and a decision takes the first marker assigned to it. Under TV2 each epoch holds one transaction and the
+assignment is exact.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.cross_checks import CONTROL_ABORT, CONTROL_COMMIT, tp_name
+from pipeline.audit.replay import TP
+from pipeline.audit.transaction_log import PREPARE_ABORT, PREPARE_COMMIT
+from schemas.batches import STATUS_OK
+from schemas.global_transactions import DECISION_ABORT, DECISION_COMMIT
+
+DECISION_KEY = ["coordinator_topic", "coordinator_partition", "prepare_offset"]
+
+
+def _count(condition: Column) -> Column:
+    return F.coalesce(F.sum(condition.cast("int")), F.lit(0)).cast("int")
+
+
+def _decisions(records: DataFrame) -> DataFrame:
+    """One row per (Prepare* record, partition it lists), with whether a later record of its id follows it."""
+    later = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
+    return (
+        records.withColumn("completed", F.lead("record_offset").over(later).isNotNull())
+        .where(~F.col("is_tombstone") & F.col("state").isin(PREPARE_COMMIT, PREPARE_ABORT))
+        .select(
+            F.col("topic").alias("coordinator_topic"),
+            F.col("partition").alias("coordinator_partition"),
+            F.col("record_offset").alias("prepare_offset"),
+            F.col("batch_timestamp").alias("prepare_timestamp"),
+            F.col("broker_id").alias("coordinator_broker_id"),
+            "transactional_id",
+            "producer_id",
+            "producer_epoch",
+            F.when(F.col("state") == PREPARE_COMMIT, CONTROL_COMMIT).otherwise(CONTROL_ABORT).alias("decided"),
+            "completed",
+            F.col("client_transaction_version").alias("transaction_version"),
+            F.explode("partition_set").alias("tp_name"),
+        )
+    )
+
+
+def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
+    """The first marker each (decision, partition) was assigned, keyed by DECISION_KEY and `tp_name`."""
+    markers = batches.where(
+        (F.col("entry_status") == STATUS_OK)
+        & F.col("is_control")
+        & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
+    ).select(
+        "producer_id",
+        "producer_epoch",
+        tp_name().alias("tp_name"),
+        F.col("base_offset").alias("marker_offset"),
+        "control_type",
+        "coordinator_epoch",
+        F.col("max_timestamp").alias("marker_timestamp"),
+    )
+    decision = F.struct("prepare_timestamp", *DECISION_KEY)
+    assigned = (
+        markers.join(
+            decisions.select("producer_id", "producer_epoch", "tp_name", "prepare_timestamp", *DECISION_KEY),
+            on=["producer_id", "producer_epoch", "tp_name"],
+            how="inner",
+        )
+        .groupBy("tp_name", "marker_offset", "control_type", "coordinator_epoch")
+        .agg(
+            F.max(F.when(F.col("prepare_timestamp") <= F.col("marker_timestamp"), decision)).alias("_before"),
+            F.min(decision).alias("_first"),
+        )
+        .select("*", F.coalesce("_before", "_first").alias("_decision"))
+    )
+    return (
+        assigned.select(
+            "tp_name",
+            *[F.col(f"_decision.{name}").alias(name) for name in DECISION_KEY],
+            "marker_offset",
+            "control_type",
+            "coordinator_epoch",
+        )
+        .groupBy(*DECISION_KEY, "tp_name")
+        .agg(F.min(F.struct("marker_offset", "control_type", "coordinator_epoch")).alias("marker"))
+    )
+
+
+def build_global_transactions(records: DataFrame, batches: DataFrame) -> DataFrame:
+    """`global_transactions` rows (without the run id) from the audited coordinator records and the audited
+    replicas' batches (`transaction_log.audited_records`, the replay)."""
+    decisions = _decisions(records)
+    audited = batches.select(tp_name().alias("tp_name")).distinct().withColumn("in_input", F.lit(True))
+    name = F.split("tp_name", "-")
+    listed = (
+        decisions.join(_assigned_markers(decisions, batches), on=[*DECISION_KEY, "tp_name"], how="left")
+        .join(audited, on="tp_name", how="left")
+        .select(
+            "*",
+            F.struct(
+                F.regexp_extract("tp_name", r"^(.*)-\d+$", 1).alias("topic"),
+                F.element_at(name, -1).cast("int").alias("partition"),
+                F.coalesce("in_input", F.lit(False)).alias("in_input"),
+                F.col("marker.marker_offset").alias("marker_offset"),
+                F.col("marker.control_type").alias("control_type"),
+                F.col("marker.coordinator_epoch").alias("coordinator_epoch"),
+            ).alias("listed"),
+        )
+    )
+    found = F.col("listed.control_type")
+    in_input = F.col("listed.in_input")
+    return (
+        listed.groupBy(
+            *DECISION_KEY,
+            "prepare_timestamp",
+            "coordinator_broker_id",
+            "transactional_id",
+            "producer_id",
+            "producer_epoch",
+            "decided",
+            "completed",
+            "transaction_version",
+        )
+        .agg(
+            F.array_sort(F.collect_list("listed")).alias("partitions"),
+            _count(found == F.col("decided")).alias("markers_agreeing"),
+            _count(found != F.col("decided")).alias("markers_contradicting"),
+            _count(in_input & found.isNull()).alias("markers_missing"),
+        )
+        .select(
+            F.col("coordinator_topic").alias("topic"),
+            F.col("coordinator_partition").alias("partition"),
+            "transactional_id",
+            "producer_id",
+            "producer_epoch",
+            F.when(F.col("decided") == CONTROL_COMMIT, DECISION_COMMIT).otherwise(DECISION_ABORT).alias("decision"),
+            "prepare_offset",
+            "prepare_timestamp",
+            "completed",
+            "transaction_version",
+            "partitions",
+            "markers_agreeing",
+            "markers_contradicting",
+            "markers_missing",
+            ((F.col("markers_contradicting") > 0) | (F.col("completed") & (F.col("markers_missing") > 0))).alias(
+                "is_torn"
+            ),
+            F.col("coordinator_broker_id").alias("broker_id"),
+        )
+    )

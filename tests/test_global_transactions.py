@@ -1,0 +1,104 @@
+"""`global_transactions`: each coordinator decision with the marker found on every partition it lists."""
+
+from __future__ import annotations
+
+from logbuilder import PartitionLog
+from pyspark.testing import assertDataFrameEqual
+
+from pipeline.audit.global_transactions import build_global_transactions
+from pipeline.audit.transaction_log import audited_records
+from schemas.batches import BATCHES
+from schemas.global_transactions import GLOBAL_TRANSACTIONS
+from schemas.transaction_log import TRANSACTION_LOG
+
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)
+COORDINATOR_TOPIC = "__transaction_state"
+
+
+def _transaction(coordinator, outputs, tid, pid, listed, markers, complete=True):
+    """Empty, Ongoing and Prepare* (COMMIT) of `tid` listing `listed`, data on every output partition listed,
+    then the `markers` (partition -> commit?) at the coordinator's clock and, with `complete`, CompleteCommit."""
+    coordinator.txn_state(tid, EMPTY, pid, 0)
+    start = coordinator.txn_state(tid, ONGOING, pid, 0, listed)["start_timestamp_ms"]
+    for name in listed:
+        if name in outputs:
+            outputs[name].data(pid, 0, 0, 2, txn=True, at=coordinator.clock)
+    prepare = coordinator.txn_state(tid, PREPARE_COMMIT, pid, 0, listed, start=start)
+    for name, commit in markers.items():
+        outputs[name].marker(pid, 0, commit=commit, coordinator_epoch=0, at=coordinator.clock + 5)
+    if complete:
+        coordinator.txn_state(tid, COMPLETE_COMMIT, pid, 0, start=start)
+    return prepare
+
+
+def _marker(log, name, offset, control_type):
+    topic, _, partition = name.rpartition("-")
+    return {
+        "topic": topic,
+        "partition": int(partition),
+        "in_input": log is not None,
+        "marker_offset": offset,
+        "control_type": control_type,
+        "coordinator_epoch": None if offset is None else 0,
+    }
+
+
+def test_decisions_with_their_markers(spark):
+    coordinator = PartitionLog(topic=COORDINATOR_TOPIC, partition=7)
+    outputs = {f"out-{n}": PartitionLog(topic="out", partition=n) for n in range(2)}
+    committed = _transaction(coordinator, outputs, "a", 100, ("out-0", "out-1"), {"out-0": True, "out-1": True})
+    torn = _transaction(coordinator, outputs, "b", 200, ("out-0", "out-1"), {"out-0": True, "out-1": False})
+    # out-1 got no marker, and gone-0 is not in the input at all
+    absent = _transaction(coordinator, outputs, "c", 300, ("gone-0", "out-0", "out-1"), {"out-0": True})
+    pending = _transaction(coordinator, outputs, "d", 400, ("out-1",), {}, complete=False)
+    # two transactions of one epoch (TV1): each marker goes to the decision written before it
+    first_of_epoch = _transaction(coordinator, outputs, "e", 500, ("out-0",), {"out-0": True})
+    second_of_epoch = _transaction(coordinator, outputs, "e", 500, ("out-0",), {"out-0": False})
+    logs = [coordinator, *outputs.values()]
+    batches = spark.createDataFrame([row for log in logs for row in log.rows], BATCHES)
+    records = audited_records(spark.createDataFrame(coordinator.transaction_log_rows, TRANSACTION_LOG), batches, None)
+    marker_offsets = {
+        (row["producer_id"], f"out-{row['partition']}"): row["base_offset"]
+        for log in outputs.values()
+        for row in log.rows
+        if row["is_control"] and row["producer_id"] != 500
+    }
+    first_marker, second_marker = [row["base_offset"] for row in outputs["out-0"].rows[-4:] if row["is_control"]]
+
+    def expected(prepare, markers, agreeing, contradicting, missing, torn, completed=True):
+        listed = sorted(markers)
+        return {
+            "topic": COORDINATOR_TOPIC,
+            "partition": 7,
+            "transactional_id": prepare["transactional_id"],
+            "producer_id": prepare["producer_id"],
+            "producer_epoch": 0,
+            "decision": "COMMIT",
+            "prepare_offset": prepare["record_offset"],
+            "prepare_timestamp": prepare["batch_timestamp"],
+            "completed": completed,
+            "transaction_version": None,
+            "partitions": [
+                _marker(outputs.get(name), name, marker_offsets.get((prepare["producer_id"], name)), markers[name])
+                for name in listed
+            ],
+            "markers_agreeing": agreeing,
+            "markers_contradicting": contradicting,
+            "markers_missing": missing,
+            "is_torn": torn,
+            "broker_id": 0,
+        }
+
+    rows = [
+        expected(committed, {"out-0": 1, "out-1": 1}, 2, 0, 0, False),
+        expected(torn, {"out-0": 1, "out-1": 0}, 1, 1, 0, True),
+        expected(absent, {"gone-0": None, "out-0": 1, "out-1": None}, 1, 0, 1, True),
+        expected(pending, {"out-1": None}, 0, 0, 1, False, completed=False),
+        expected(first_of_epoch, {"out-0": 1}, 1, 0, 0, False),
+        expected(second_of_epoch, {"out-0": 0}, 0, 1, 0, True),
+    ]
+    rows[-2]["partitions"][0].update(marker_offset=first_marker, coordinator_epoch=0)
+    rows[-1]["partitions"][0].update(marker_offset=second_marker, coordinator_epoch=0)
+    schema = GLOBAL_TRANSACTIONS.__class__([f for f in GLOBAL_TRANSACTIONS.fields if f.name != "run_id"])
+    actual = build_global_transactions(records, batches)
+    assertDataFrameEqual(actual.select(*schema.fieldNames()), spark.createDataFrame(rows, schema))
