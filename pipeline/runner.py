@@ -32,6 +32,8 @@ from pipeline.errors import InputError
 from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
+from pipeline.reports.changes import build_changes
+from pipeline.reports.details import build_details
 from pipeline.reports.golden import (
     COMPARED_TABLES,
     TableDiff,
@@ -41,7 +43,9 @@ from pipeline.reports.golden import (
     read_golden,
     write_golden,
 )
-from pipeline.reports.summary import build_summary, write_summary
+from pipeline.reports.html import render_html
+from pipeline.reports.markdown import render_markdown
+from pipeline.reports.summary import build_summary, write_report_file, write_summary
 from pipeline.sources.dispatch import (
     classify_inputs,
     read_inputs,
@@ -347,9 +351,17 @@ def _report(
     result: StepResult,
     versions: dict[str, int] | None = None,
 ) -> None:
-    summary = build_summary(store, run_section, settings.report.top_findings, versions)
+    run_id, top_n = run_section["id"], settings.report.top_findings
+    summary = build_summary(store, run_section, top_n, versions)
     location = write_summary(summary, store.warehouse)
-    log.info("summary of run %s written to %s", run_section["id"], location)
+    log.info("summary of run %s written to %s", run_id, location)
+    details = build_details(store, run_id, top_n, versions)
+    changes = build_changes(store, run_id, top_n, versions)
+    for name, text in (
+        ("report.html", render_html(summary, details, changes)),
+        ("report.md", render_markdown(summary, details, changes)),
+    ):
+        log.info("report of run %s written to %s", run_id, write_report_file(store.warehouse, run_id, name, text))
     result.summary = summary
     result.findings_by_severity = dict(summary["findings"]["by_severity"])
 

@@ -163,13 +163,18 @@ def to_json(summary: dict[str, Any]) -> str:
 
 
 def write_summary(summary: dict[str, Any], warehouse: str) -> str:
-    """Write WH/reports/<run id>/summary.json on a local path or, for URIs, through pyarrow.fs; return where."""
-    relative = f"reports/{summary['run']['id']}/summary.json"
+    """Write WH/reports/<run id>/summary.json; return where."""
+    return write_report_file(warehouse, summary["run"]["id"], "summary.json", to_json(summary))
+
+
+def write_report_file(warehouse: str, run_id: str, name: str, text: str) -> str:
+    """Write WH/reports/<run id>/<name> on a local path or, for URIs, through pyarrow.fs; return where."""
+    relative = f"reports/{run_id}/{name}"
     files, root = filesystem(warehouse)
     target = f"{root}/{relative}"
     files.create_dir(target.rsplit("/", 1)[0], recursive=True)
     with files.open_output_stream(target) as out:
-        out.write(to_json(summary).encode("utf-8"))
+        out.write(text.encode("utf-8"))
     return f"{warehouse.rstrip('/')}/{relative}"
 
 

@@ -1,0 +1,42 @@
+"""How the report page and the Markdown summary spell places, offsets, producers and times: the same in both."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+
+def place(row: Mapping[str, Any]) -> str:
+    """topic-partition @broker, leaving out what the row does not know."""
+    partition, broker = row.get("partition"), row.get("broker_id")
+    where = row["topic"] if partition is None else f"{row['topic']}-{partition}"
+    return where if broker is None else f"{where} @{broker}"
+
+
+def offsets(row: Mapping[str, Any]) -> str | None:
+    base, last = row.get("base_offset"), row.get("last_offset")
+    if base is None:
+        return None
+    return str(base) if last is None or last == base else f"{base}-{last}"
+
+
+def producer(row: Mapping[str, Any]) -> str | None:
+    if row.get("producer_id") is None:
+        return None
+    epoch = row.get("producer_epoch")
+    return f"{row['producer_id']}:{epoch if epoch is not None else '-'}"
+
+
+def utc(epoch_ms: float | None) -> str:
+    """Epoch milliseconds as UTC date and time; the number itself when out of datetime's range (logs hold anything)."""
+    if epoch_ms is None:
+        return "-"
+    try:
+        return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):
+        return f"{epoch_ms:.0f} ms"
+
+
+def reference_time(epoch_ms: int | None) -> str:
+    return "latest batch timestamp of each partition" if epoch_ms is None else f"{utc(epoch_ms)} UTC ({epoch_ms} ms)"
