@@ -1,14 +1,17 @@
 """Inputs on an S3 API endpoint (moto on loopback) are listed, read and audited as their local copy is.
 
-The CLI runs twice, over the sample log root and a dump text file: once from the local paths, once from
-`s3a://` and `s3://` URIs with the endpoint, path style and keys given only as `spark.hadoop.fs.s3a.*`
-properties, which the executors (Python workers without the driver's environment or the session's Hadoop
-configuration) must receive from the driver. Listing and decoding through `AWS_ENDPOINT_URL` alone run without
+The CLI audits the sample log root and a dump text file from `s3a://` and `s3://` URIs, with the endpoint, path
+style and keys given only as `spark.hadoop.fs.s3a.*` properties, which the executors (Python workers without the
+driver's environment or the session's Hadoop configuration) must receive from the driver; its tables must equal
+the golden outputs of the same inputs audited from local paths (tests/golden/sample-and-dump, written by
+`compare --update-golden` from a local run). Listing and decoding through `AWS_ENDPOINT_URL` alone run without
 Spark.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -20,6 +23,7 @@ import yaml
 from deltalake import DeltaTable
 from moto.server import ThreadedMotoServer
 
+from pipeline.cli import main
 from pipeline.config import load_settings
 from pipeline.errors import InputError
 from pipeline.sources import filesystems
@@ -34,7 +38,7 @@ BUCKET = "kafka-logs"
 LOG_ROOT = f"s3a://{BUCKET}/clusters/basic"
 DUMP_URI = f"s3://{BUCKET}/dumps/{DUMP.name}"
 KEYS = {"aws_access_key_id": "audit-key", "aws_secret_access_key": "audit-secret"}
-COMPARED_TABLES = ("batches", "findings", "transactions", "partition_summary")
+GOLDEN = REPO / "tests" / "golden" / ("sample-and-dump" if DUMP.exists() else "sample")
 
 
 @pytest.fixture(scope="module")
@@ -85,14 +89,6 @@ def _inputs(log_root: str, dump: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("local")
-    done = _cli("run", *_inputs(str(SAMPLE), str(DUMP)), "--warehouse", "wh", "--fail-on", "never", cwd=workdir)
-    assert done.returncode == 0, done.stderr
-    return workdir / "wh"
-
-
-@pytest.fixture(scope="module")
 def remote_run(tmp_path_factory, s3a_conf) -> Path:
     workdir = tmp_path_factory.mktemp("remote")
     args = ["run", *_inputs(LOG_ROOT, DUMP_URI), "--conf", str(s3a_conf), "--warehouse", "wh", "--fail-on", "never"]
@@ -101,30 +97,15 @@ def remote_run(tmp_path_factory, s3a_conf) -> Path:
     return workdir / "wh"
 
 
-def _rows(warehouse: Path, table: str, locations: dict[str, str]) -> list[str]:
-    """The table's rows without run ids, each input location replaced by a name, in a fixed order."""
-
-    def normalised(value):
-        if isinstance(value, str):
-            for location, name in locations.items():
-                value = value.replace(location, name)
-            return value
-        if isinstance(value, dict):
-            return {key: normalised(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [normalised(item) for item in value]
-        return value
-
-    rows = DeltaTable(str(warehouse / table)).to_pyarrow_table().to_pylist()
-    return sorted(repr(normalised({k: v for k, v in row.items() if k != "run_id"})) for row in rows)
-
-
-@pytest.mark.parametrize("table", COMPARED_TABLES)
-def test_remote_inputs_audit_as_their_local_copy(local_run, remote_run, table):
-    local = _rows(local_run, table, {str(SAMPLE): "ROOT", str(DUMP): "DUMP"})
-    remote = _rows(remote_run, table, {LOG_ROOT: "ROOT", DUMP_URI: "DUMP"})
-    assert local, f"{table} is empty"
-    assert remote == local
+def test_remote_inputs_audit_as_their_local_copy(spark, remote_run):
+    """Every compared table equals the local run's golden rows; input roots are `{inputN}` in both."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["compare", "--actual", str(remote_run), "--golden", str(GOLDEN)])
+    assert code == 0, out.getvalue() + err.getvalue()[-3000:]
+    verdicts = [line.split(": ", 1) for line in out.getvalue().splitlines()]
+    assert [table for table, _ in verdicts] == ["findings", "transactions", "producer_state", "partition_summary"]
+    assert all(verdict.startswith("equal (") for _, verdict in verdicts), out.getvalue()
 
 
 def test_the_remote_run_read_every_input(remote_run):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -73,14 +74,15 @@ class TableDiff:
 
 def portable_paths(rows: DataFrame, table: str, roots: list[str]) -> DataFrame:
     """Findings with each input root in their segment, message and evidence replaced by `{inputN}` (N counts the
-    run's inputs from 1); the longest root first, so a root inside another is replaced as itself."""
+    run's inputs from 1); the longest root first, so a root inside another is replaced as itself. A root that is a
+    file (a dump) is replaced where it stands whole, not where it begins a longer name."""
     if table != "findings" or not roots:
         return rows
-    tokens = sorted(((root.rstrip("/") + "/", f"{{input{n}}}/") for n, root in enumerate(roots, 1)), reverse=True)
+    tokens = sorted(((root.rstrip("/"), f"{{input{n}}}") for n, root in enumerate(roots, 1)), reverse=True)
 
     def portable(column: Column) -> Column:
         for root, token in tokens:
-            column = F.replace(column, F.lit(root), F.lit(token))
+            column = F.regexp_replace(column, F.lit(re.escape(root) + r"(?=/|$|[^\w.-])"), F.lit(token))
         return column
 
     return rows.withColumns(
