@@ -209,3 +209,12 @@ def test_the_audit_finds_every_injected_anomaly_and_nothing_else(spark, anomalou
     batches = DeltaTable(str(warehouse / "batches")).to_pyarrow_table()
     assert pc.sum(pc.equal(batches["entry_status"], "ok")).as_py() > ANOMALOUS["batches"]
     assert set(batches["source_format"].to_pylist()) == {"segment"}  # _ground_truth.parquet not read as input
+    # a decision whose marker contradicts it, or was lost, is a torn row of global_transactions; only producers
+    # some anomaly was injected on have torn rows
+    decisions = DeltaTable(str(warehouse / "global_transactions")).to_pyarrow_table().to_pylist()
+    torn = {row["producer_id"] for row in decisions if row["is_torn"]}
+    broken = {
+        row["producer_id"] for row in truth if row["anomaly"] in ("marker-contradicts-decision", "hanging-transaction")
+    }
+    assert broken and broken <= torn
+    assert torn <= {row["producer_id"] for row in truth}

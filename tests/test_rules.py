@@ -559,6 +559,17 @@ def xtx_002_pending(log, _):
     transactional_write(log, "a", coordinator_pid(22, False, 1), PREPARE_COMMIT)
 
 
+def xtx_002_next_transaction_open(log, _):
+    """The decided transaction got its marker; the open one is the next transaction, which added the partition
+    again and has not ended yet."""
+    pid = coordinator_pid(22, True, 1)
+    start = transactional_write(log, "a", pid, PREPARE_COMMIT)
+    log.marker(pid, 0)
+    log.txn_state("a", COMPLETE_COMMIT, pid, 0, start=start)
+    log.txn_state("a", ONGOING, pid, 0, (f"{log.topic}-{log.partition}",))
+    log.data(pid, 0, 1, 1, txn=True)
+
+
 def xtx_006(log, miss):
     """A fence abort decides at epoch + 1; its marker must carry that epoch, not one more."""
     pid = coordinator_pid(26, miss)
@@ -753,6 +764,7 @@ VARIANTS = {
 SILENT_VARIANTS = {
     ("window cleared by a V2 marker", "SNP-003"): snp_003_window_cleared_by_a_v2_marker,
     ("window cleared by a fence", "SNP-003"): snp_003_window_cleared_by_a_fence,
+    ("next transaction open", "XTX-002"): xtx_002_next_transaction_open,
 }
 
 

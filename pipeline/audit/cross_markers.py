@@ -16,7 +16,7 @@ from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.cross_checks import CONTROL_ABORT, CONTROL_COMMIT, known_producers, tp_name
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
-from pipeline.audit.transaction_log import PREPARE_ABORT, PREPARE_COMMIT
+from pipeline.audit.transaction_log import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 from schemas.batches import STATUS_OK
 from schemas.transactions import OUTCOME_OPEN
 
@@ -33,10 +33,11 @@ MISSING_MARKER = rule(
     "MISSING_MARKER",
     "ERROR",
     "6.8",
-    "The latest Prepare* record (p, e) listing a partition, while the last transaction of p there has data at an "
-    "epoch <= e and no marker after it. ERROR when a later record of the transactional id follows the Prepare* "
-    "(Complete*: the coordinator believed every marker written), WARN without one (markers pending). A marker "
-    "of another epoch closing it is XTX-006, or XTX-003 when no Prepare* explains it (an admin abort).",
+    "The latest Prepare* record (p, e) listing a partition, with no Ongoing record listing it after, while the "
+    "last transaction of p there has data at an epoch <= e and no marker after it. ERROR when a later record of "
+    "the transactional id follows the Prepare* (Complete*: the coordinator believed every marker written), WARN "
+    "without one (markers pending). A marker of another epoch closing it is XTX-006, or XTX-003 when no Prepare* "
+    "explains it (an admin abort).",
     also=("WARN",),
 )
 MARKER_WITHOUT_DECISION = rule(
@@ -244,20 +245,39 @@ def marker_coordinator_epoch(ctx: AuditContext) -> Fires:
 
 def _latest_decisions(records: DataFrame) -> DataFrame:
     """Per (producer id, partition name), the latest Prepare* record listing it (`decision`), with whether a later
-    record of its transactional id follows it (`decision.completed`)."""
+    record of its transactional id follows it (`decision.completed`) and whether an Ongoing record listing the
+    partition came after it (`reopened`: a new transaction added the partition again)."""
     later = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
-    followed = records.withColumn("completed", F.lead("record_offset").over(later).isNotNull())
+    listing = (
+        records.withColumn("completed", F.lead("record_offset").over(later).isNotNull())
+        .where(~F.col("is_tombstone") & F.col("state").isin(ONGOING, PREPARE_COMMIT, PREPARE_ABORT))
+        .withColumn("tp_name", F.explode("partition_set"))
+    )
     decision = F.struct(
         "batch_timestamp",
         "record_offset",
-        F.col("topic").alias("coordinator_topic"),
-        F.col("partition").alias("coordinator_partition"),
         "transactional_id",
         F.col("producer_epoch").alias("epoch"),
         "state_name",
         "completed",
     )
-    return prepares(followed).groupBy("producer_id", "tp_name").agg(F.max(decision).alias("decision"))
+    is_ongoing = F.col("state") == ONGOING
+    return (
+        listing.groupBy("producer_id", "tp_name")
+        .agg(
+            F.max(F.when(~is_ongoing, decision)).alias("decision"),
+            F.max(F.when(is_ongoing, F.struct("batch_timestamp", "record_offset"))).alias("_ongoing"),
+        )
+        .where(F.col("decision").isNotNull())
+        .select(
+            "producer_id",
+            "tp_name",
+            "decision",
+            F.coalesce(
+                F.col("_ongoing") > F.struct("decision.batch_timestamp", "decision.record_offset"), F.lit(False)
+            ).alias("reopened"),
+        )
+    )
 
 
 def _last_data_transactions(transactions: DataFrame) -> DataFrame:
@@ -274,8 +294,9 @@ def _last_data_transactions(transactions: DataFrame) -> DataFrame:
 def DECISIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Each producer's latest Prepare* record listing an audited partition, with its last transaction there.
 
-    `decision`: that Prepare* record, and whether a later record of its id follows it; `last`: the producer's last
-    transaction with data on the partition, where the row is located (its first offset).
+    `decision`: that Prepare* record, and whether a later record of its id follows it; `reopened`: an Ongoing
+    record listing the partition came after it; `last`: the producer's last transaction with data on the partition,
+    where the row is located (its first offset).
     """
     records = inputs.coordinator_records
     if records is None:
@@ -299,7 +320,7 @@ def DECISIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # no
 def missing_marker(ctx: AuditContext) -> Fires:
     epoch = F.col("decision.epoch")
     return Fires(
-        (F.col("last.producer_epoch") <= epoch) & (F.col("last.outcome") == OUTCOME_OPEN),
+        ~F.col("reopened") & (F.col("last.producer_epoch") <= epoch) & (F.col("last.outcome") == OUTCOME_OPEN),
         F.format_string(
             "%s of producer %d epoch %d lists %s, but its transaction from offset %d there has no marker",
             "decision.state_name",
