@@ -26,6 +26,7 @@ from pipeline.tables.store import TableStore
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "basic"
+SCREENSHOT = REPO / "build" / "test-report-page.png"  # kept after the run, for a person or a CI artifact
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "chromium", "chromium-browser")
 HOSTILE = '<script>alert("x")</script>"><img src=x onerror=alert(1)>|`*_[a](http://evil)'
 
@@ -258,7 +259,7 @@ def _chromium() -> str | None:
     return None
 
 
-def test_the_page_renders_in_headless_chromium(audited, tmp_path_factory):
+def test_the_page_renders_in_headless_chromium(audited):
     chromium = _chromium()
     if chromium is None:
         pytest.skip("no Chromium installed (apt-get install chromium); .ci/run installs it when it runs as root")
@@ -266,7 +267,8 @@ def test_the_page_renders_in_headless_chromium(audited, tmp_path_factory):
 
     store, _, later = audited
     page_file = Path(store.warehouse) / "reports" / later / "report.html"
-    screenshot = tmp_path_factory.mktemp("screenshot") / "report.png"
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    SCREENSHOT.unlink(missing_ok=True)
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
@@ -286,13 +288,13 @@ def test_the_page_renders_in_headless_chromium(audited, tmp_path_factory):
                 "svgs => svgs.map(s => [s.getBoundingClientRect().width, s.querySelectorAll('path, use').length])",
             )
             new_count = page.text_content("#changes .new")
-            page.screenshot(path=str(screenshot), full_page=True)
+            page.screenshot(path=str(SCREENSHOT), full_page=True)
         finally:
             browser.close()
-    print(f"screenshot of the report page: {screenshot}")
+    print(f"screenshot of the report page: {SCREENSHOT}")
     assert problems == []
     assert sections == ["Changes", "Findings", "Transactions", "LSO and open transactions", "Producers", "Timeline"]
     assert len(charts_drawn) >= 6  # severity, rules, outcomes, durations, producers, timeline
     assert all(width > 200 and shapes > 3 for width, shapes in charts_drawn), charts_drawn
     assert new_count == "2 new"
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 50_000
+    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and SCREENSHOT.stat().st_size > 50_000

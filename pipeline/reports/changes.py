@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 import schemas
@@ -103,17 +103,20 @@ def compare_findings(current: DataFrame, previous: DataFrame, top_n: int) -> dic
         counts[row.status][row.severity] = counts[row.status].get(row.severity, 0) + row["count"]
         entry = by_rule.setdefault(row.rule_code, dict.fromkeys(STATUSES, 0))
         entry[row.status] += row["count"]
-    examples = {
-        status: [
-            r.asDict()
-            for r in statused.where(F.col("status") == status)
-            .orderBy(_severity_rank().desc(), *[F.col(c).asc_nulls_last() for c in IDENTITY])
-            .select(*EXAMPLE_FIELDS)
-            .limit(top_n)
-            .collect()
-        ]
-        for status in ("new", "resolved")
-    }
+    worst_first = Window.partitionBy("status").orderBy(
+        _severity_rank().desc(), *[F.col(c).asc_nulls_last() for c in IDENTITY]
+    )
+    examples: dict[str, list[dict[str, Any]]] = {"new": [], "resolved": []}
+    listed = (
+        statused.where(F.col("status").isin(*examples))
+        .withColumn("rank", F.row_number().over(worst_first))
+        .where(F.col("rank") <= top_n)
+        .orderBy("status", "rank")
+        .select("status", *EXAMPLE_FIELDS)
+        .collect()
+    )
+    for row in listed:
+        examples[row.status].append({field: row[field] for field in EXAMPLE_FIELDS})
     return {
         "totals": {status: sum(counts[status].values()) for status in STATUSES},
         "by_severity": counts,

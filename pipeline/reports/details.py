@@ -133,7 +133,7 @@ def producers_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:
     bucket = F.when(F.col("producer_count") <= 0, F.lit(0)).otherwise(
         F.floor(F.log2(F.col("producer_count"))).cast("int") + 1
     )
-    distribution = partitions.groupBy(bucket.alias("bucket")).count().orderBy("bucket").collect()
+    counts = {row.bucket: row["count"] for row in partitions.groupBy(bucket.alias("bucket")).count().collect()}
     busiest = (
         partitions.orderBy(F.col("producer_count").desc(), *[F.col(c).asc_nulls_last() for c in TP])
         .select(*TP, "producer_count", "batch_count")
@@ -141,7 +141,9 @@ def producers_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:
         .collect()
     )
     return {
-        "distribution": [{"producers": _power_bucket(r.bucket), "partitions": r["count"]} for r in distribution],
+        "distribution": [  # empty buckets included, so that the bars read as a histogram
+            {"producers": _power_bucket(b), "partitions": counts.get(b, 0)} for b in range(max(counts, default=-1) + 1)
+        ],
         "busiest": [row.asDict() for row in busiest],
     }
 
