@@ -19,7 +19,7 @@ from pyspark.errors import SparkRuntimeException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.tables import embedded
+from pipeline.tables import delta_log
 from pipeline.tables.backend import (
     BackendUnavailableError,
     CommitConflictError,
@@ -290,11 +290,22 @@ def test_error_after_the_commit_keeps_the_committed_files(spark, embedded_store,
     def log_unreadable(*args):
         raise OSError("log unreadable")
 
-    monkeypatch.setattr(embedded, "_find_commit", log_unreadable)
+    monkeypatch.setattr(delta_log, "find_commit", log_unreadable)
     with pytest.raises(OSError, match="log unreadable"):
         store.append(frame(spark, TOPICS[1:]), "batches")
 
     assert deltalake.DeltaTable(store.path("batches")).version() == 1
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS))
+
+
+def test_an_empty_write_commits_a_version_of_its_own(spark, store):
+    """delta-spark records no commit for an empty write by default, and the write's id was then not found."""
+    store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
+    empty = frame(spark, TOPICS).limit(0)
+
+    assert store.append(empty, "batches") == 1
+    assert store.overwrite_partitions(empty, "batches", PARTITION_BY, {"topic": ["absent"]}) == 2
+    assert store.version("batches") == 2
     assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS))
 
 

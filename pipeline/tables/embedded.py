@@ -24,7 +24,7 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
 
@@ -40,6 +40,7 @@ from deltalake.transaction import AddAction, CommitProperties, create_table_with
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from pipeline.tables import delta_log
 from pipeline.tables.backend import (
     CommitConflictError,
     PartitionOverwriteError,
@@ -98,7 +99,7 @@ class EmbeddedBackend:
         spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
     def exists(self, location: str) -> bool:
-        return DeltaTable.is_deltatable(location)
+        return delta_log.exists(location)
 
     def append(self, df: DataFrame, location: str, partition_by: list[str] | None) -> int:
         return self._write(df, location, APPEND, partition_by)
@@ -125,26 +126,13 @@ class EmbeddedBackend:
         return df.select(*[column(name) for name in read_schema.fieldNames()])
 
     def history(self, location: str, limit: int | None = None) -> list[dict[str, Any]]:
-        return [
-            {
-                "version": commit["version"],
-                "timestamp": datetime.fromtimestamp(commit["timestamp"] / 1000, tz=UTC),
-                "operation": commit["operation"],
-                "parameters": {
-                    key: value if isinstance(value, str) else json.dumps(value)
-                    for key, value in commit.get("operationParameters", {}).items()
-                },
-            }
-            for commit in DeltaTable(location).history(limit)
-        ]
+        return delta_log.history(location, limit)
 
     def version(self, location: str) -> int:
-        return DeltaTable(location).version()
+        return delta_log.version(location)
 
     def restore(self, location: str, version: int) -> int:
-        table = DeltaTable(location)
-        table.restore(version)
-        return table.version()
+        return delta_log.restore(location, version)
 
     def vacuum(self, location: str, retention_hours: int, keep_versions: list[int]) -> int:
         return vacuum(location, retention_hours, keep_versions)
@@ -162,7 +150,7 @@ class EmbeddedBackend:
         staging = f"{STAGING_DIR}/{write_id}"
         files = _table_files(location)
         moved: list[str] = []
-        base_version: int | None = None  # the snapshot the commit was attempted on; -1 for a new table
+        base_version: int | None = None  # the snapshot the commit was attempted on (delta_log.NO_TABLE: none)
         try:
             self._write_parquet(df, f"{spark_uri(location)}/{staging}", planned)
             staged = _staged_files(files, staging, planned)
@@ -180,9 +168,9 @@ class EmbeddedBackend:
                     AddAction(target, data_file.size, data_file.partition_values, added_at, True, data_file.stats)
                 )
             table = _open(location)
-            base_version = table.version() if table is not None else -1
+            base_version = table.version() if table is not None else delta_log.NO_TABLE
             _commit(location, table, df.schema, mode, planned, adds, values, write_id)
-            version = _find_commit(location, write_id, base_version)
+            version = delta_log.find_commit(location, write_id, base_version)
             if version is None:
                 raise TableStoreError(f"{location}: the commit of write {write_id} is missing from the Delta log")
             return version
@@ -418,17 +406,6 @@ def _partition_filters(values: dict[str, list] | None) -> list[tuple[str, str, l
     return [(name, "in", [partition_value(value) for value in column_values]) for name, column_values in values.items()]
 
 
-def _find_commit(location: str, write_id: str, base_version: int) -> int | None:
-    """The version of the commit carrying `write_id`, made after `base_version`, if there is one."""
-    table = _open(location)
-    if table is None or table.version() <= base_version:
-        return None
-    for commit in table.history(limit=table.version() - base_version):
-        if commit.get("userMetadata") == write_id:
-            return commit["version"]
-    return None
-
-
 def _add_columns(table: DeltaTable, schema: T.StructType) -> None:
     """Add the columns a newer release writes, as delta-spark's mergeSchema does.
 
@@ -448,7 +425,7 @@ def _commit_landed(location: str, write_id: str, base_version: int) -> bool:
     corrupt the table, while files no commit references are merely invisible until VACUUM.
     """
     try:
-        return _find_commit(location, write_id, base_version) is not None
+        return delta_log.find_commit(location, write_id, base_version) is not None
     except Exception:
         log.warning("could not check whether write %s committed to %s; keeping its files", write_id, location)
         return True

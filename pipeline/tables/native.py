@@ -2,7 +2,9 @@
 installs, spark-submit --packages, Databricks).
 
 delta-spark's own errors are raised as the table store's (rows outside a partition overwrite, data that does
-not fit the table, a concurrent commit), so callers handle one set whichever backend wrote.
+not fit the table, a concurrent commit), so callers handle one set whichever backend wrote. Versions, history, a
+write's commit and RESTORE go through delta-rs on the same Delta log (pipeline.tables.delta_log): delta-spark
+would load a table snapshot and run Spark jobs for each.
 """
 
 from __future__ import annotations
@@ -10,16 +12,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 from delta.exceptions import DeltaConcurrentModificationException
-from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from pipeline.tables import delta_log
 from pipeline.tables.backend import (
     CommitConflictError,
     PartitionOverwriteError,
@@ -30,8 +30,7 @@ from pipeline.tables.backend import (
 )
 from pipeline.tables.vacuum import vacuum
 
-# The commit a write just made is nearly always the latest; a few more cover commits of other writers since.
-RECENT_COMMITS = 10
+SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
 
 
 class NativeBackend:
@@ -39,9 +38,13 @@ class NativeBackend:
 
     def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
+        # delta-spark records no commit for a write without rows to add or remove (an empty append or partition
+        # overwrite) unless told to, so a run's empty write to an existing table found no commit carrying its id.
+        # Recorded, as delta-rs records them, every write has its commit and version.
+        spark.conf.set(SKIP_EMPTY_COMMITS, "false")
 
     def exists(self, location: str) -> bool:
-        return DeltaTable.isDeltaTable(self._spark, spark_uri(location))
+        return delta_log.exists(location)
 
     def append(self, df: DataFrame, location: str, partition_by: list[str] | None) -> int:
         return self._save(df.write.mode("append").option("mergeSchema", "true"), location, partition_by)
@@ -64,34 +67,16 @@ class NativeBackend:
         return reader.load(spark_uri(location))
 
     def history(self, location: str, limit: int | None = None) -> list[dict[str, Any]]:
-        table = self._table(location)
-        rows = (
-            (table.history() if limit is None else table.history(limit))
-            .select("version", F.unix_millis("timestamp").alias("millis"), "operation", "operationParameters")
-            .collect()
-        )
-        return [
-            {
-                "version": row.version,
-                "timestamp": datetime.fromtimestamp(row.millis / 1000, tz=UTC),
-                "operation": row.operation,
-                "parameters": dict(row.operationParameters or {}),
-            }
-            for row in rows
-        ]
+        return delta_log.history(location, limit)
 
     def version(self, location: str) -> int:
-        return self._table(location).history(1).select("version").head().version
+        return delta_log.version(location)
 
     def restore(self, location: str, version: int) -> int:
-        self._table(location).restoreToVersion(version)
-        return self.version(location)
+        return delta_log.restore(location, version)
 
     def vacuum(self, location: str, retention_hours: int, keep_versions: list[int]) -> int:
         return vacuum(location, retention_hours, keep_versions)
-
-    def _table(self, location: str) -> DeltaTable:
-        return DeltaTable.forPath(self._spark, spark_uri(location))
 
     def _save(self, writer: DataFrameWriter, location: str, partition_by: list[str] | None) -> int:
         """Write, then find the commit by the write id it carries in commitInfo.userMetadata.
@@ -99,16 +84,15 @@ class NativeBackend:
         Asking for the latest version instead would be wrong as soon as another job commits in between.
         """
         write_id = uuid.uuid4().hex
+        base_version = delta_log.version(location)
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         with _as_store_errors(location):
             writer.format("delta").option("userMetadata", write_id).save(spark_uri(location))
-        table = self._table(location)
-        for history in (table.history(RECENT_COMMITS), table.history()):
-            commit = history.where(F.col("userMetadata") == write_id).select("version").head()
-            if commit is not None:
-                return commit.version
-        raise TableStoreError(f"{location}: the commit of write {write_id} is missing from the Delta log")
+        version = delta_log.find_commit(location, write_id, base_version)
+        if version is None:
+            raise TableStoreError(f"{location}: the commit of write {write_id} is missing from the Delta log")
+        return version
 
 
 @contextmanager
