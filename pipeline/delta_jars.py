@@ -3,7 +3,7 @@
 The jars go in `spark.jars`, not on the JVM's classpath: Spark adds them to the driver's class loader in local
 mode and ships them to every executor on a cluster, and the JVM's own classpath stays the one the class archive
 (pipeline.class_archive) was recorded with, so that archive maps with and without them. Nothing is added for
-the embedded and auto backends, and nothing when the session is given a Delta of its own (`--packages`, `spark.jars`, or
+the embedded backend, and nothing when the session is given a Delta of its own (`--packages`, `spark.jars`, or
 Databricks, whose session exists before ours): two copies of delta-spark on one classpath would clash.
 """
 
@@ -29,15 +29,11 @@ _PROPERTY = re.compile(r"^\s*([^\s=:#!][^\s=:]*)\s*[\s=:]\s*(.*?)\s*$")
 
 
 def session_conf(conf: Mapping[str, str], backend: str) -> dict[str, str]:
-    """`conf` plus the bundle's jars, the Delta session extension and catalog, for the `native` backend only.
-
-    `auto` uses delta-spark when the session already has it (Databricks, --packages) and otherwise the embedded
-    backend: with the installed bundle loaded by default, a run took 1.5-1.7x the wall time (BENCHMARKS.md,
-    "Delta backends") and runs killed or terminated mid-commit could not find their own commits.
-    """
+    """`conf` plus the bundle's jars, the Delta session extension and catalog, when the backend may use them:
+    `native`, and `auto`, which then finds delta-spark in the session and picks it (pipeline.tables.store)."""
     result = dict(conf)
     jars = jar_bundles.classpath(BUNDLE)
-    if backend != "native" or not jars or brings_own_delta(result.get(JARS, ""), result.get(PACKAGES, "")):
+    if backend == "embedded" or not jars or brings_own_delta(result.get(JARS, ""), result.get(PACKAGES, "")):
         return result
     result[JARS] = ",".join(filter(None, [result.get(JARS, ""), *jars]))
     extensions = [name.strip() for name in result.get(EXTENSIONS, "").split(",") if name.strip()]

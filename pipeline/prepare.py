@@ -1,9 +1,9 @@
 """`produce-audit prepare`: the installation step that fetches the jar bundles (pipeline.jar_bundles) and then
 records the JVM class archive (pipeline.class_archive).
 
-The jars come first so that the archive is recorded in the session later runs start: with delta-spark when the
-configured backend is `native`. Without Maven or Maven Central the jars are skipped, one line says so, and only
-the embedded Delta backend is available; `--require-jars` makes that an error instead.
+The jars come first so that the archive is recorded in the session later runs start: with delta-spark unless the
+configured backend is `embedded`. Without Maven or Maven Central the jars are skipped, one line says so, and runs
+use the embedded Delta backend; `--require-jars` makes that an error instead.
 
 The archive: it audits the bundled sample once, in a temporary folder, in a JVM started with
 -XX:ArchiveClassesAtExit; that JVM writes the archive as it exits, which it does when its standard input

@@ -18,19 +18,16 @@ def bundle(tmp_path, monkeypatch) -> list[str]:
     return jars
 
 
-def test_native_sessions_get_the_jars_extension_and_catalog(bundle):
-    conf = session_conf({"spark.driver.memory": "1g"}, "native")
-    assert conf == {
-        "spark.driver.memory": "1g",
-        "spark.jars": ",".join(bundle),
-        "spark.sql.extensions": EXTENSION,
-        "spark.sql.catalog.spark_catalog": CATALOG,
-    }
-
-
-def test_auto_sessions_do_not_load_the_bundle(bundle):
-    """auto uses a delta-spark the session already has; the bundle is loaded when native is asked for."""
-    assert session_conf({"spark.driver.memory": "1g"}, "auto") == {"spark.driver.memory": "1g"}
+def test_auto_and_native_sessions_get_the_jars_extension_and_catalog(bundle):
+    """auto then finds delta-spark in the session and picks the native backend."""
+    for backend in ("auto", "native"):
+        conf = session_conf({"spark.driver.memory": "1g"}, backend)
+        assert conf == {
+            "spark.driver.memory": "1g",
+            "spark.jars": ",".join(bundle),
+            "spark.sql.extensions": EXTENSION,
+            "spark.sql.catalog.spark_catalog": CATALOG,
+        }
 
 
 def test_what_the_session_has_is_kept(bundle):
@@ -60,11 +57,7 @@ def test_spark_submit_gets_the_jars_merged_with_its_own(bundle, tmp_path):
     properties = tmp_path / "spark-defaults.conf"
     properties.write_text("# comment\nspark.jars   /opt/a.jar\nspark.sql.extensions=com.example.Ext\n")
 
-    config = tmp_path / "native.yaml"
-    config.write_text("delta:\n  backend: native\n")
-    job_args = ["--input", "in", "--conf", str(config)]
-
-    options = submit_options(str(properties), ["--master", "yarn", "--jars=/opt/b.jar"], job_args)
+    options = submit_options(str(properties), ["--master", "yarn", "--jars=/opt/b.jar"], ["--input", "in"])
 
     assert options == [
         "--jars",
