@@ -9,6 +9,12 @@
 #                       (default: .venv beside this script, created and refreshed when pyproject.toml changes)
 #   PYTHON              interpreter that creates .venv (default: python3.11)
 #   SPARK_MASTER        master when no --master is given (default: local[*])
+#   PRODUCE_AUDIT_EXECUTOR_ENV
+#                       on a cluster: a packed environment (local path or URI) to ship to the executors instead of
+#                       build/produce-audit-env.tar.gz, which this script packs with venv-pack otherwise
+#   EXECUTOR_PYTHON_PREFIX
+#                       on a cluster: where the executors' machines have Python 3.11 (venv-pack --python-prefix),
+#                       when not at the same place as on this machine
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,6 +22,7 @@ JOBS=(run ingest audit report vacuum)
 VENV="${PRODUCE_AUDIT_VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3.11}"
 LIBS_ZIP="$ROOT/build/produce_audit_libs.zip"
+EXECUTOR_ENV_ARCHIVE="$ROOT/build/produce-audit-env.tar.gz"
 
 usage() {
     cat <<EOF
@@ -43,6 +50,7 @@ die() {
 submit_args=()
 master=""
 user_py_files=""
+user_archives=""
 user_properties=""
 while (($#)); do
     case "$1" in
@@ -51,6 +59,8 @@ while (($#)); do
         --master=*) master="${1#--master=}"; shift ;;
         --py-files) (($# >= 2)) || die "--py-files needs a value"; user_py_files="$2"; shift 2 ;;
         --py-files=*) user_py_files="${1#--py-files=}"; shift ;;
+        --archives) (($# >= 2)) || die "--archives needs a value"; user_archives="$2"; shift 2 ;;
+        --archives=*) user_archives="${1#--archives=}"; shift ;;
         --properties-file) (($# >= 2)) || die "--properties-file needs a value"; user_properties="$2"; shift 2 ;;
         --properties-file=*) user_properties="${1#--properties-file=}"; shift ;;
         --verbose | -v | --supervise) submit_args+=("$1"); shift ;;
@@ -156,24 +166,96 @@ PY
     )
 }
 
+# Whether the executors' Python is already chosen: PYSPARK_PYTHON, or spark.pyspark.python on the command line or
+# in the properties file. Then nothing is shipped for them.
+executor_python_given() {
+    local properties="$1"
+    [[ -n "${PYSPARK_PYTHON:-}" ]] && return 0
+    [[ " ${submit_args[*]-} " =~ spark\.pyspark\.python= ]] && return 0
+    [[ -f "$properties" ]] && awk '$1 ~ /^spark\.pyspark\.python(=|$)/ { found = 1 } END { exit !found }' "$properties"
+}
+
+# The executors' environment, packed as Spark documents it for Python packages (venv-pack, shipped with --archives
+# and run as ./environment/bin/python): the third-party packages the project needs, with all they need in turn, at
+# the versions of the driver's virtualenv; without PySpark, which every executor has from its Spark installation,
+# and delta-spark, whose Python half only the driver uses. The project itself goes with --py-files (build_libs_zip):
+# venv-pack refuses editable installs, and a zip rebuilt on every submit never lags behind the sources. Packing takes
+# a few minutes and is redone only when those packages or their versions change.
+ensure_executor_env() {
+    local stamp="$EXECUTOR_ENV_ARCHIVE.stamp" build wanted
+    mkdir -p "$(dirname "$EXECUTOR_ENV_ARCHIVE")"
+    build="$(mktemp -d "$EXECUTOR_ENV_ARCHIVE.XXXXXX")"
+    "$VENV/bin/python" - "$ROOT/pyproject.toml" >"$build/requirements.txt" <<'PY'
+import sys
+import tomllib
+from importlib import metadata
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+driver_only = {"pyspark", "delta-spark"}
+with open(sys.argv[1], "rb") as pyproject:
+    pending = [Requirement(text) for text in tomllib.load(pyproject)["project"]["dependencies"]]
+pins = {}
+while pending:  # everything those need, at the versions the driver's virtualenv has
+    requirement = pending.pop()
+    name = canonicalize_name(requirement.name)
+    if name in driver_only or name in pins:
+        continue
+    if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+        continue
+    distribution = metadata.distribution(name)
+    pins[name] = distribution.version
+    pending.extend(Requirement(text) for text in distribution.requires or [])
+print("\n".join(f"{name}=={version}" for name, version in sorted(pins.items())))
+PY
+    wanted="$(cat "$build/requirements.txt")${EXECUTOR_PYTHON_PREFIX:+
+python-prefix $EXECUTOR_PYTHON_PREFIX}"
+    if [[ -f "$EXECUTOR_ENV_ARCHIVE" && -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]]; then
+        rm -rf "$build"
+        return
+    fi
+    echo "spark-submit.sh: packing the executors' Python environment into $EXECUTOR_ENV_ARCHIVE (a few minutes)" >&2
+    "$VENV/bin/python" -m venv "$build/env" &&
+        "$build/env/bin/python" -m pip install --disable-pip-version-check --quiet -r "$build/requirements.txt" \
+            "venv-pack>=0.2" &&
+        "$build/env/bin/venv-pack" --prefix "$build/env" --output "$build/env.tar.gz" --format tar.gz --quiet \
+            ${EXECUTOR_PYTHON_PREFIX:+--python-prefix "$EXECUTOR_PYTHON_PREFIX"} &&
+        mv -f "$build/env.tar.gz" "$EXECUTOR_ENV_ARCHIVE" ||
+        { rm -rf "$build"; die "could not pack the executors' Python environment"; }
+    printf '%s' "$wanted" >"$stamp"
+    rm -rf "$build"
+}
+
 ensure_java
 ensure_venv
 build_libs_zip
 
 master="${master:-${SPARK_MASTER:-local[*]}}"
+properties="${user_properties:-$ROOT/conf/spark-defaults.conf}"
+archives="$user_archives"
 if [[ "$master" == local || "$master" == local\[* ]]; then
     # Driver and Python workers on this machine: both must be the venv's interpreter.
     export PYSPARK_PYTHON="$VENV/bin/python"
     export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
 else
-    # Executors use the cluster's Python (PYSPARK_PYTHON, spark.pyspark.python or --archives with a packed env).
+    # The driver runs here (client mode) with the venv; the executors get the packed environment unless their
+    # Python is given. Spark unpacks an --archives entry ARCHIVE#environment into each executor's working directory.
     export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$VENV/bin/python}"
+    if ! executor_python_given "$properties"; then
+        executor_env="${PRODUCE_AUDIT_EXECUTOR_ENV:-}"
+        if [[ -z "$executor_env" ]]; then
+            ensure_executor_env
+            executor_env="$EXECUTOR_ENV_ARCHIVE"
+        fi
+        archives="$executor_env#environment${archives:+,$archives}"
+        export PYSPARK_PYTHON=./environment/bin/python
+    fi
 fi
 # The master comes from this command line; the session must not replace it with spark.master of the config.
 export SPARK_MASTER_FROM_SUBMIT=1
 
 py_files="$LIBS_ZIP${user_py_files:+,$user_py_files}"
-properties="${user_properties:-$ROOT/conf/spark-defaults.conf}"
 java_options=()
 if [[ "$master" == local || "$master" == local\[* ]]; then  # a driver on this machine, where the archive is
     options="$(driver_java_options "$properties")"
@@ -193,6 +275,7 @@ PRODUCE_AUDIT_REPORT_FILE="$report" "$VENV/bin/spark-submit" \
     --master "$master" \
     ${java_options[@]+"${java_options[@]}"} \
     --py-files "$py_files" \
+    ${archives:+--archives "$archives"} \
     ${submit_args[@]+"${submit_args[@]}"} \
     ${delta[@]+"${delta[@]}"} \
     "$ROOT/jobs/$job.py" "$@" 1>&2
