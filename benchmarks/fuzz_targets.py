@@ -29,20 +29,22 @@ from mutations import mutate_bytes, mutate_text
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.sources.dumplog import SNAPSHOT_ENTRIES, TXN_INDEX_ENTRIES, parse_dump
+from pipeline.sources.dumplog.parser import parse_dump
+from pipeline.sources.dumplog.reader import SNAPSHOT_ENTRIES, TXN_INDEX_ENTRIES
 from pipeline.sources.internal_topics import decode_offset_commit, decode_transaction_log, transaction_log_rows
 from pipeline.sources.kafka_format import decode_segment, iter_decoded
-from pipeline.sources.partition_files import (
+from pipeline.sources.partition_files.binary_files import (
     SNAPSHOT_CRC_START,
     SNAPSHOT_ENTRY,
-    TXN_INDEX_ENTRY,
-    check_offset_index,
-    check_time_index,
+    decode_producer_snapshot,
+    decode_txn_index,
+)
+from pipeline.sources.partition_files.entries import TXN_INDEX_ENTRY
+from pipeline.sources.partition_files.index_checks import check_offset_index, check_time_index
+from pipeline.sources.partition_files.text_files import (
     decode_leader_epoch_checkpoint,
     decode_offset_checkpoint,
     decode_partition_metadata,
-    decode_producer_snapshot,
-    decode_txn_index,
 )
 from pipeline.sources.records import RecordError, iter_records
 from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED

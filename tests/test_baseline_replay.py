@@ -274,7 +274,8 @@ def product(spark, scratch, sources) -> dict[str, Counter]:
 
     from pipeline.audit.engine import run_audit
     from pipeline.config import load_settings
-    from pipeline.sources.partition_files import _checkpoint_rows, discover_partition_files
+    from pipeline.sources.partition_files.discovery import discover_partition_files
+    from pipeline.sources.partition_files.reader import checkpoint_rows
     from pipeline.sources.segments import decode_file, discover_segments
     from schemas.batches import BATCHES
     from schemas.checkpoints import CHECKPOINT_KINDS, CHECKPOINTS
@@ -286,7 +287,7 @@ def product(spark, scratch, sources) -> dict[str, Counter]:
             segment = replace(segment, topic=f"{label}:{segment.topic}")
             batches += decode_file(segment, settings.ingest.verify_records)
         for file in discover_partition_files([str(root)], settings.ingest).files:
-            rows = _checkpoint_rows(file) if file.kind in CHECKPOINT_KINDS else []
+            rows = checkpoint_rows(file) if file.kind in CHECKPOINT_KINDS else []
             checkpoints += [{**row, "topic": f"{label}:{row['topic']}"} for row in rows if row["topic"] is not None]
     batches = spark.createDataFrame(pa.Table.from_batches(batches, to_arrow_schema(BATCHES)))
     audit = settings.audit.model_copy(

@@ -14,24 +14,24 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.sources.dumplog import (
+from pipeline.sources.dumplog.grammar import (
     BATCH,
     BLANK,
     CONTROL_RECORD,
     DIAGNOSTIC,
-    DUMP_REPORT,
     HEADER,
     INDEX_ENTRY,
-    LINE_KINDS,
     RECORD,
-    SNAPSHOT_ENTRIES,
     SNAPSHOT_ENTRY,
     TRUNCATED_TAIL,
-    TXN_INDEX_ENTRIES,
     TXN_INDEX_ENTRY,
     UNKNOWN,
-    has_dump_header,
-    parse_dump,
+)
+from pipeline.sources.dumplog.parser import LINE_KINDS, has_dump_header, parse_dump
+from pipeline.sources.dumplog.reader import (
+    DUMP_REPORT,
+    SNAPSHOT_ENTRIES,
+    TXN_INDEX_ENTRIES,
     read_dumplog,
     read_dumplog_report,
     read_dumplog_snapshots,

@@ -19,13 +19,12 @@ from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
 from pipeline.sources.internal_topics import decode_transaction_log
 from pipeline.sources.kafka_format import decode_segment
-from pipeline.sources.partition_files import (
+from pipeline.sources.partition_files.binary_files import decode_producer_snapshot, decode_txn_index
+from pipeline.sources.partition_files.discovery import discover_partition_files
+from pipeline.sources.partition_files.text_files import (
     decode_leader_epoch_checkpoint,
     decode_offset_checkpoint,
     decode_partition_metadata,
-    decode_producer_snapshot,
-    decode_txn_index,
-    discover_partition_files,
 )
 from pipeline.sources.records import iter_records
 from pipeline.sources.segments import discover_segments

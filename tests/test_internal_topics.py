@@ -17,7 +17,8 @@ import pytest
 
 from pipeline.config import Settings
 from pipeline.runner import _ingest_internal_topics, ingest
-from pipeline.sources.dumplog import UNKNOWN, parse_dump
+from pipeline.sources.dumplog.grammar import UNKNOWN
+from pipeline.sources.dumplog.parser import parse_dump
 from pipeline.sources.internal_topics import (
     _segment_rows,
     decode_offset_commit,

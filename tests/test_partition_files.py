@@ -11,25 +11,23 @@ from crc32c import crc32c
 
 from pipeline.config import Settings
 from pipeline.samples import generate
-from pipeline.sources.dumplog import read_dumplog_snapshots, read_dumplog_txn_index
+from pipeline.sources.dumplog.reader import read_dumplog_snapshots, read_dumplog_txn_index
 from pipeline.sources.kafka_format import decode_segment, encode_batch, encode_txnindex_entry, segment_file_name
-from pipeline.sources.partition_files import (
+from pipeline.sources.partition_files.binary_files import SNAPSHOT_ENTRY, decode_producer_snapshot, decode_txn_index
+from pipeline.sources.partition_files.discovery import discover_partition_files, naming_problem
+from pipeline.sources.partition_files.dump_forms import snapshots_from_dumplog, txn_index_from_dumplog
+from pipeline.sources.partition_files.entries import FormatProblem
+from pipeline.sources.partition_files.index_checks import (
     OFFSET_INDEX_ENTRY,
-    SNAPSHOT_ENTRY,
     TIME_INDEX_ENTRY,
-    FormatProblem,
     check_offset_index,
     check_time_index,
+)
+from pipeline.sources.partition_files.reader import read_partition_files
+from pipeline.sources.partition_files.text_files import (
     decode_leader_epoch_checkpoint,
     decode_offset_checkpoint,
     decode_partition_metadata,
-    decode_producer_snapshot,
-    decode_txn_index,
-    discover_partition_files,
-    naming_problem,
-    read_partition_files,
-    snapshots_from_dumplog,
-    txn_index_from_dumplog,
 )
 from schemas.checkpoints import CHECKPOINTS, LOG_START_OFFSET, RECOVERY_POINT, REPLICATION_OFFSET
 from schemas.file_problems import (

@@ -13,8 +13,8 @@ from pipeline.audit.engine import run_audit
 from pipeline.audit.replay import prepare_batches
 from pipeline.audit.transaction_log import audited_records
 from pipeline.config import load_settings
-from pipeline.sources.dumplog import parse_dump
-from pipeline.sources.partition_files import read_partition_files
+from pipeline.sources.dumplog.parser import parse_dump
+from pipeline.sources.partition_files.reader import read_partition_files
 from pipeline.sources.segments import read_segments
 from schemas.batches import BATCHES
 from schemas.transaction_log import TRANSACTION_LOG

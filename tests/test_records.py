@@ -17,7 +17,7 @@ from kafka.record.memory_records import MemoryRecords
 
 from pipeline.config import load_settings
 from pipeline.sources import records
-from pipeline.sources.dumplog import parse_dump
+from pipeline.sources.dumplog.parser import parse_dump
 from pipeline.sources.kafka_format import decode_segment, decode_window, encode_batch, encode_marker, segment_file_name
 from pipeline.sources.records import Record, RecordError, iter_records, xxh32
 from pipeline.sources.segments import SegmentFile, decode_file

@@ -27,20 +27,18 @@ from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources import segments
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources.kafka_format import iter_decoded, next_entry_start, segment_file_name
-from pipeline.sources.partition_files import (
-    ROWS_PER_BATCH,
-    SNAPSHOT_ENTRY,
-    SNAPSHOT_HEADER,
+from pipeline.sources.partition_files.binary_files import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
+from pipeline.sources.partition_files.discovery import discover_partition_files
+from pipeline.sources.partition_files.entries import ROWS_PER_BATCH, TXN_INDEX_ENTRY
+from pipeline.sources.partition_files.reader import (
     TEXT_FILE_MAX_BYTES,
-    TXN_INDEX_ENTRY,
-    _checkpoint_rows,
-    _decode_files,
-    _index_problem_batches,
-    _leader_epoch_rows,
-    _partition_metadata_rows,
-    _snapshot_batches_of,
-    _txn_index_batches_of,
-    discover_partition_files,
+    checkpoint_rows,
+    decode_files,
+    index_problem_batches,
+    leader_epoch_rows,
+    partition_metadata_rows,
+    snapshot_batches_of,
+    txn_index_batches_of,
 )
 from pipeline.sources.segments import SegmentFile, decode_file, discover_segments
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
@@ -245,9 +243,9 @@ def test_a_huge_text_file_is_one_problem_naming_it_not_a_whole_read(tmp_path, na
     files = discover_partition_files([str(log_dir)], IngestSettings()).files
     descriptor = next(file for file in files if file.location == str(huge))
     read = {
-        "leader-epoch-checkpoint": _leader_epoch_rows,
-        "partition.metadata": _partition_metadata_rows,
-        "recovery-point-offset-checkpoint": _checkpoint_rows,
+        "leader-epoch-checkpoint": leader_epoch_rows,
+        "partition.metadata": partition_metadata_rows,
+        "recovery-point-offset-checkpoint": checkpoint_rows,
     }[name]
     tracemalloc.start()
     try:
@@ -291,21 +289,21 @@ def _summary(column: str, batches) -> tuple[int, dict, list]:
 @pytest.mark.parametrize(
     ("suffix", "decode", "schema", "column", "rows", "counts", "last"),
     [
-        (".index", _index_problem_batches, FILE_PROBLEMS, "kind", 1, {"offset_index": 1}, {"position": 0}),
-        (".timeindex", _index_problem_batches, FILE_PROBLEMS, "kind", 2, {"time_index": 2}, {"position": 0}),
+        (".index", index_problem_batches, FILE_PROBLEMS, "kind", 1, {"offset_index": 1}, {"position": 0}),
+        (".timeindex", index_problem_batches, FILE_PROBLEMS, "kind", 2, {"time_index": 2}, {"position": 0}),
         (
             ".txnindex",
-            _txn_index_batches_of,
+            txn_index_batches_of,
             TXN_INDEX,
             "entry_status",
             HUGE_BINARY // TXN_INDEX_ENTRY.size + 1,
             {"ok": HUGE_BINARY // TXN_INDEX_ENTRY.size, "truncated": 1},
             {"position": HUGE_BINARY // TXN_INDEX_ENTRY.size * TXN_INDEX_ENTRY.size},
         ),
-        (".snapshot", _snapshot_batches_of, PRODUCER_SNAPSHOTS, "file_status", 1, {"bad_version": 1}, {"version": 0}),
+        (".snapshot", snapshot_batches_of, PRODUCER_SNAPSHOTS, "file_status", 1, {"bad_version": 1}, {"version": 0}),
         (
             "valid.snapshot",
-            _snapshot_batches_of,
+            snapshot_batches_of,
             PRODUCER_SNAPSHOTS,
             "file_status",
             SNAPSHOT_ENTRIES,
@@ -329,10 +327,10 @@ def test_a_huge_binary_file_is_decoded_a_chunk_at_a_time(tmp_path, suffix, decod
     descriptor = next(file for file in files if file.location == str(huge))
     descriptors = pa.RecordBatch.from_pylist([vars(descriptor)])
     arrow_schema = to_arrow_schema(schema)
-    next(_decode_files(decode, arrow_schema, iter([descriptors])))  # the kernels load before memory is traced
+    next(decode_files(decode, arrow_schema, iter([descriptors])))  # the kernels load before memory is traced
     tracemalloc.start()
     try:
-        found = _summary(column, _decode_files(decode, arrow_schema, iter([descriptors])))
+        found = _summary(column, decode_files(decode, arrow_schema, iter([descriptors])))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

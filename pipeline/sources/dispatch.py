@@ -21,7 +21,11 @@ from pyspark.sql import functions as F
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, read_columnar, require_spark_filesystem
-from pipeline.sources.dumplog import read_dumplog, read_dumplog_offset_commit_records, read_dumplog_transaction_log
+from pipeline.sources.dumplog.reader import (
+    read_dumplog,
+    read_dumplog_offset_commit_records,
+    read_dumplog_transaction_log,
+)
 from pipeline.sources.filesystems import configure, resolve
 from schemas.offset_commits import GROUP_METADATA_KEY_VERSION
 
@@ -163,7 +167,7 @@ def read_partition_inputs(spark: SparkSession, inputs: list[str], settings: Sett
     plan = classify_inputs(spark, inputs)
     if not plan.segment_roots:
         return None
-    from pipeline.sources.partition_files import read_partition_files
+    from pipeline.sources.partition_files.reader import read_partition_files
 
     return read_partition_files(spark, plan.segment_roots, settings)
 
