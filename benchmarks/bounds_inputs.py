@@ -18,7 +18,7 @@ import numpy as np
 from pipeline.generate import layout
 from pipeline.generate.encode import MAX_RECORDS, RECORD_BYTES, Chunk, encode_chunk
 from pipeline.generate.segment_writer import SegmentWriter
-from pipeline.sources.kafka_format import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from pipeline.sources.kafka_format.layout import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"

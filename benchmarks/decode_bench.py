@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 from kafka.record.memory_records import MemoryRecords
 
-from pipeline.sources.kafka_format import decode_segment, encode_batch, encode_marker, iter_decoded
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker
+from pipeline.sources.kafka_format.windows import decode_segment, iter_decoded
 
 DISTINCT_BATCHES = 4096
 PRODUCERS = 200

@@ -32,7 +32,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pipeline.sources.dumplog.parser import parse_dump
 from pipeline.sources.dumplog.reader import SNAPSHOT_ENTRIES, TXN_INDEX_ENTRIES
 from pipeline.sources.internal_topics import decode_offset_commit, decode_transaction_log, transaction_log_rows
-from pipeline.sources.kafka_format import decode_segment, iter_decoded
+from pipeline.sources.kafka_format.windows import decode_segment, iter_decoded
 from pipeline.sources.partition_files.binary_files import (
     SNAPSHOT_CRC_START,
     SNAPSHOT_ENTRY,
@@ -46,7 +46,7 @@ from pipeline.sources.partition_files.text_files import (
     decode_offset_checkpoint,
     decode_partition_metadata,
 )
-from pipeline.sources.records import RecordError, iter_records
+from pipeline.sources.records.api import RecordError, iter_records
 from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
 from schemas.checkpoints import CHECKPOINT_KINDS, CHECKPOINTS
 from schemas.file_problems import FILE_PROBLEMS

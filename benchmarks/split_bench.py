@@ -21,7 +21,7 @@ from decode_bench import build_segment
 
 from pipeline.config import load_settings
 from pipeline.session import build_session
-from pipeline.sources.kafka_format import segment_file_name
+from pipeline.sources.kafka_format.encoding import segment_file_name
 from pipeline.sources.segments import read_segments
 
 

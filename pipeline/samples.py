@@ -17,12 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from pipeline.sources.kafka_format import (
-    encode_batch,
-    encode_marker,
-    encode_txnindex_entry,
-    segment_file_name,
-)
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, encode_txnindex_entry, segment_file_name
 
 BROKER_ID = 0
 START_TIMESTAMP = 1767225600000  # 2026-01-01T00:00:00Z

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.sources.kafka_format import encode_batch, encode_marker, segment_file_name
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, segment_file_name
 
 REPO = Path(__file__).resolve().parent.parent
 REALDATA_SEGMENTS = REPO.parent / "shared" / "realdata" / "broker-segments"

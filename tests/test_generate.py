@@ -18,7 +18,7 @@ from pipeline.generate import ground_truth
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
 from pipeline.sources.internal_topics import decode_transaction_log
-from pipeline.sources.kafka_format import decode_segment
+from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.partition_files.binary_files import decode_producer_snapshot, decode_txn_index
 from pipeline.sources.partition_files.discovery import discover_partition_files
 from pipeline.sources.partition_files.text_files import (
@@ -26,7 +26,7 @@ from pipeline.sources.partition_files.text_files import (
     decode_offset_checkpoint,
     decode_partition_metadata,
 )
-from pipeline.sources.records import iter_records
+from pipeline.sources.records.api import iter_records
 from pipeline.sources.segments import discover_segments
 from schemas.checkpoints import CHECKPOINT_KINDS
 

@@ -21,7 +21,7 @@ from pipeline.ingest_manifest import (
     entry_hashes,
     triage,
 )
-from pipeline.sources.kafka_format import encode_batch, segment_file_name
+from pipeline.sources.kafka_format.encoding import encode_batch, segment_file_name
 from pipeline.sources.segments import SegmentFile, read_segments
 from pipeline.tables.publication import STATUS_SUCCEEDED, table_versions
 from pipeline.tables.store import TableStore

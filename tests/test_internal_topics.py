@@ -26,7 +26,9 @@ from pipeline.sources.internal_topics import (
     offset_commit_rows,
     transaction_log_rows,
 )
-from pipeline.sources.kafka_format import COMPRESSION_GZIP, decode_segment, encode_batch, encode_marker
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker
+from pipeline.sources.kafka_format.layout import COMPRESSION_GZIP
+from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.segments import SegmentFile, split_segment
 from pipeline.tables.store import TableStore
 from schemas.offset_commits import OFFSET_COMMITS

@@ -14,19 +14,10 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.sources.kafka_format import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    DECODED_SCHEMA,
-    decode_segment,
-    decode_window,
-    encode_batch,
-    encode_marker,
-    encode_txnindex_entry,
-    iter_decoded,
-    last_sequence,
-    segment_file_name,
-)
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, encode_txnindex_entry, segment_file_name
+from pipeline.sources.kafka_format.layout import CONTROL_ABORT, CONTROL_COMMIT, DECODED_SCHEMA
+from pipeline.sources.kafka_format.v2_columns import last_sequence
+from pipeline.sources.kafka_format.windows import decode_segment, decode_window, iter_decoded
 from schemas.batches import (
     BATCHES,
     STATUS_BAD_MAGIC,

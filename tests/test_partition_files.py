@@ -12,7 +12,8 @@ from crc32c import crc32c
 from pipeline.config import Settings
 from pipeline.samples import generate
 from pipeline.sources.dumplog.reader import read_dumplog_snapshots, read_dumplog_txn_index
-from pipeline.sources.kafka_format import decode_segment, encode_batch, encode_txnindex_entry, segment_file_name
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_txnindex_entry, segment_file_name
+from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.partition_files.binary_files import SNAPSHOT_ENTRY, decode_producer_snapshot, decode_txn_index
 from pipeline.sources.partition_files.discovery import discover_partition_files, naming_problem
 from pipeline.sources.partition_files.dump_forms import snapshots_from_dumplog, txn_index_from_dumplog

@@ -16,10 +16,12 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.memory_records import MemoryRecords
 
 from pipeline.config import load_settings
-from pipeline.sources import records
 from pipeline.sources.dumplog.parser import parse_dump
-from pipeline.sources.kafka_format import decode_segment, decode_window, encode_batch, encode_marker, segment_file_name
-from pipeline.sources.records import Record, RecordError, iter_records, xxh32
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, segment_file_name
+from pipeline.sources.kafka_format.windows import decode_segment, decode_window
+from pipeline.sources.records import columns
+from pipeline.sources.records.api import Record, RecordError, iter_records
+from pipeline.sources.records.decompression import compress_records, xxh32
 from pipeline.sources.segments import SegmentFile, decode_file
 
 T0 = 1_767_225_600_000
@@ -188,9 +190,9 @@ def test_snappy_accepts_raw_blocks_and_concatenated_xerial_streams():
     raw = bytes(cramjam.snappy.compress_raw(body))
     assert [r.value for r in iter_records(batch(raw, 2, codec=2))] == [b"one", b"two" * 50]
     first, second = record(0, value=b"one"), record(1, value=b"two")
-    stream = records.compress_records(first, 2) + records.compress_records(second, 2) + b"\x00\x01"
+    stream = compress_records(first, 2) + compress_records(second, 2) + b"\x00\x01"
     assert [r.value for r in iter_records(batch(stream, 2, codec=2))] == [b"one", b"two"]
-    overrun = records.compress_records(body, 2)[:-3]
+    overrun = compress_records(body, 2)[:-3]
     assert "declares" in problem_of(batch(overrun, 2, codec=2))
     assert "empty" in problem_of(batch(b"", 2, codec=2))
 
@@ -257,7 +259,7 @@ def bomb_sections() -> dict[int, bytes]:
     deflate = zlib.compressobj(9, wbits=31)
     gzip_bomb = b"".join(deflate.compress(bytes(1 << 20)) for _ in range(64)) + deflate.flush()
     lz4_block = bytes(cramjam.lz4.compress_block(bytes(64 * 1024), store_size=False))
-    lz4_bomb = records.compress_records(b"", 3)[:-4] + (struct.pack("<I", len(lz4_block)) + lz4_block) * 1024
+    lz4_bomb = compress_records(b"", 3)[:-4] + (struct.pack("<I", len(lz4_block)) + lz4_block) * 1024
     snappy_bomb = b"\x80\x80\x80\x80\x08" + b"\x00" * 64  # a raw block whose length preamble says 2^31 bytes
     return {1: gzip_bomb, 2: snappy_bomb, 3: lz4_bomb + struct.pack("<I", 0), 4: zstd_rle_bomb(1)}
 
@@ -274,7 +276,7 @@ def test_decompression_bombs_become_record_problems_in_bounded_memory(codec, mon
         tracemalloc.stop()
     assert "more than 1048576 bytes" in error.reason or "within 1048576 bytes" in error.reason
     assert peak < 8 * limit
-    monkeypatch.setattr(records, "MAX_RECORDS_BYTES", limit)
+    monkeypatch.setattr(columns, "MAX_RECORDS_BYTES", limit)  # the bound record_columns decompresses within
     assert problem_of(entry) == error.reason
 
 

@@ -26,7 +26,8 @@ from pipeline.audit.replay import FILE_ORDER, PRODUCER_ORDER, REPLICA, replay_in
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources import segments
 from pipeline.sources.dispatch import read_inputs
-from pipeline.sources.kafka_format import iter_decoded, next_entry_start, segment_file_name
+from pipeline.sources.kafka_format.encoding import segment_file_name
+from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
 from pipeline.sources.partition_files.binary_files import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 from pipeline.sources.partition_files.discovery import discover_partition_files
 from pipeline.sources.partition_files.entries import ROWS_PER_BATCH, TXN_INDEX_ENTRY

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
-from pipeline.sources.kafka_format import encode_batch, encode_marker, segment_file_name
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, segment_file_name
 from pipeline.sources.segments import SegmentFile, decode_file, read_segments, split_segment
 from schemas.batches import (
     BATCHES,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from crc32c import crc32c
 
-from pipeline.sources.kafka_format import ATTR_CONTROL, ATTR_TRANSACTIONAL, CRC_START, RECORD_BATCH_OVERHEAD
+from pipeline.sources.kafka_format.layout import ATTR_CONTROL, ATTR_TRANSACTIONAL, CRC_START, RECORD_BATCH_OVERHEAD
 
 HEADER = np.dtype(
     {

@@ -17,7 +17,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from pipeline.generate.encode import Encoded
-from pipeline.sources.kafka_format import segment_file_name
+from pipeline.sources.kafka_format.encoding import segment_file_name
 
 INDEX_INTERVAL_BYTES = 4096
 _SNAPSHOT_HEADER = struct.Struct(">hI")

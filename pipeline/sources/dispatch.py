@@ -7,7 +7,6 @@ content is read here.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import PurePosixPath
@@ -27,6 +26,7 @@ from pipeline.sources.dumplog.reader import (
     read_dumplog_transaction_log,
 )
 from pipeline.sources.filesystems import configure, resolve
+from pipeline.sources.log_dir_names import PARTITION_DIR, SEGMENT_FILE
 from schemas.offset_commits import GROUP_METADATA_KEY_VERSION
 
 if TYPE_CHECKING:
@@ -39,9 +39,6 @@ ACCEPTED = (
     f"({', '.join('*' + suffix for suffix in DUMP_SUFFIXES)}), columnar `batches` exports "
     f"({', '.join('*' + suffix for suffix in FORMATS_BY_SUFFIX)}), or directories of such files"
 )
-
-_SEGMENT_FILE = re.compile(r"\d{20}\.log")
-_PARTITION_DIR = re.compile(r".+-\d+(?:\.\w+-(?:delete|future|stray))?")
 
 
 @dataclass
@@ -96,7 +93,7 @@ def _classify_directory(path: str, filesystem: pafs.FileSystem, base: str, plan:
             continue
         relative = entry.path[len(base) + 1 :]
         *dirs, name = relative.split("/")
-        if _SEGMENT_FILE.fullmatch(name) and _PARTITION_DIR.fullmatch(dirs[-1] if dirs else root_name):
+        if SEGMENT_FILE.fullmatch(name) and PARTITION_DIR.fullmatch(dirs[-1] if dirs else root_name):
             # Kafka data: the segment reader walks the directory itself.
             plan.segment_roots.append(path)
             return

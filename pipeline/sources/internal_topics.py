@@ -29,8 +29,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
-from pipeline.sources.kafka_format import iter_decoded, next_entry_start
-from pipeline.sources.records import RecordError, iter_records
+from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
+from pipeline.sources.records.api import RecordError, iter_records
 from pipeline.sources.segments import (
     SEGMENT_DESCRIPTOR,
     SOURCE_FORMAT,

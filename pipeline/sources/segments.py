@@ -23,15 +23,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pipeline.config import IngestSettings, Settings
 from pipeline.errors import InputError
 from pipeline.sources.filesystems import resolve, shipped, uri_scheme
-from pipeline.sources.kafka_format import DECODED_SCHEMA, iter_decoded, next_entry_start
+from pipeline.sources.kafka_format.layout import DECODED_SCHEMA
+from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
+from pipeline.sources.log_dir_names import META_PROPERTIES, PARTITION_DIR, SEGMENT_FILE
 from schemas.batches import BATCHES, STATUS_UNREADABLE
 
 log = logging.getLogger(__name__)
 
 SOURCE_FORMAT = "segment"
-META_PROPERTIES = "meta.properties"
-SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
-PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _META_PROPERTIES_MAX_BYTES = 64 * 1024
 _PROPERTY_LINE = re.compile(r"^[ \t]*([^#!\s=:]+)[ \t]*[=:][ \t]*(.*?)[ \t]*$", re.MULTILINE)
 _DIR_SUFFIX_MEANING = {
@@ -273,11 +272,11 @@ def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir
     segments: list[SegmentFile] = []
     for relative, size in listing.files.items():
         *dirs, name = relative.split("/")
-        segment = SEGMENT_FILE.match(name)
+        segment = SEGMENT_FILE.fullmatch(name)
         if segment is None:
             continue
         partition_dir = dirs[-1] if dirs else listing.base.rsplit("/", 1)[-1]
-        partition = PARTITION_DIR.match(partition_dir)
+        partition = PARTITION_DIR.fullmatch(partition_dir)
         if partition is None:
             log.debug("ignoring %s: its directory is not named <topic>-<partition>", listing.location_of(relative))
             continue
@@ -290,7 +289,7 @@ def _discover_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir
                 topic=partition["topic"],
                 partition=int(partition["partition"]),
                 broker_id=broker_ids[log_dir],
-                segment_base_offset=int(segment.group(1)),
+                segment_base_offset=int(segment["base_offset"]),
                 size=size,
                 mtime_ns=listing.mtimes_ns[relative],
             )

@@ -24,7 +24,7 @@ from pipeline.generate.encode import (
     MUTATE_UNUSED_ATTRIBUTE,
 )
 from pipeline.generate.partition_log import DataPartition
-from pipeline.sources.kafka_format import encode_batch
+from pipeline.sources.kafka_format.encoding import encode_batch
 
 if TYPE_CHECKING:
     from pipeline.generate.anomalies.injector import AnomalyInjector

@@ -16,7 +16,7 @@ from pipeline.generate.anomalies.targets import (
 from pipeline.generate.coordinator import COMPLETE_COMMIT, DEAD, EMPTY, NO_START, ONGOING
 from pipeline.generate.partition_log import MAX_SEQUENCE
 from pipeline.generate.producers import names
-from pipeline.sources.kafka_format import COMPRESSION_GZIP
+from pipeline.sources.kafka_format.layout import COMPRESSION_GZIP
 
 if TYPE_CHECKING:
     from pipeline.generate.anomalies.injector import AnomalyInjector

@@ -10,7 +10,7 @@ from pipeline.generate.anomalies.targets import (
 )
 from pipeline.generate.partition_log import DataPartition, SnapshotEntry
 from pipeline.generate.segment_writer import snapshot_bytes
-from pipeline.sources.kafka_format import segment_file_name
+from pipeline.sources.kafka_format.encoding import segment_file_name
 
 if TYPE_CHECKING:
     from pipeline.generate.anomalies.injector import AnomalyInjector

@@ -166,7 +166,6 @@ GROUP_RANGES = {
 MAX_INT64_DIGITS = len(str(1 << 63))
 # `<topic>-<partition>[.<id>-delete|-future|-stray]/<20 digits>[-<epoch>].<suffix>`
 DUMPED_FILE = re.compile(r"(?:^|.*[/\\])(?P<base_offset>\d{20})(?:-\d+)?\.(?P<suffix>\w+)")
-PARTITION_DIR = re.compile(r"(?P<topic>.+)-(?P<partition>\d+)(?:\.\w+-(?:delete|future|stray))?")
 
 
 @dataclass

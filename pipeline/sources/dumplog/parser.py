@@ -35,7 +35,6 @@ from pipeline.sources.dumplog.grammar import (
     KRAFT_SNAPSHOT_HEADER,
     LEGACY_BATCH,
     LINE_NUMBER_GUTTER,
-    PARTITION_DIR,
     PIPE_RECORD,
     PIPE_RECORD_2_8,
     RECORD,
@@ -71,6 +70,7 @@ from pipeline.sources.dumplog.rows import (
     printed_timestamp,
     set_last_offset_delta,
 )
+from pipeline.sources.log_dir_names import PARTITION_DIR
 from schemas.batches import STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import (

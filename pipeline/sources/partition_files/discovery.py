@@ -12,6 +12,7 @@ from typing import Any
 from pyarrow import fs as pafs
 
 from pipeline.config import IngestSettings
+from pipeline.sources.log_dir_names import META_PROPERTIES, PARTITION_DIR
 from pipeline.sources.partition_files.entries import (
     LEADER_EPOCH_CHECKPOINT,
     OFFSET_INDEX_SUFFIX,
@@ -21,7 +22,7 @@ from pipeline.sources.partition_files.entries import (
     FileDescriptor,
     problem_row,
 )
-from pipeline.sources.segments import META_PROPERTIES, PARTITION_DIR, RootListing, list_root
+from pipeline.sources.segments import RootListing, list_root
 from schemas.checkpoints import CHECKPOINT_KINDS
 from schemas.file_problems import (
     PROBLEM_FILE_NAME,
@@ -90,7 +91,9 @@ def _root_files(listing: RootListing, problems: dict[str, dict[str, Any]]) -> It
     root_is_partition_dir = False
     for directory, names in directories.items():
         prefix = f"{directory}/" if directory else ""
-        partition = PARTITION_DIR.match(directory.rpartition("/")[2] if directory else listing.base.rpartition("/")[2])
+        partition = PARTITION_DIR.fullmatch(
+            directory.rpartition("/")[2] if directory else listing.base.rpartition("/")[2]
+        )
         if partition is None or not _LOG_DIR_FILES.isdisjoint(names):
             for kind in CHECKPOINT_KINDS:
                 if kind in names:

@@ -13,12 +13,8 @@ from functools import lru_cache, partial
 from operator import itemgetter
 from typing import NamedTuple
 
-from pipeline.sources.kafka_format import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    RECORD_OVERHEAD_V0,
-)
+from pipeline.sources.kafka_format.entry_walk import RECORD_OVERHEAD_V0
+from pipeline.sources.kafka_format.layout import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
 from pipeline.sources.partition_files.binary_files import byte_range, entry_chunks
 from pipeline.sources.partition_files.entries import ROWS_PER_BATCH, ByteReader, IndexProblem, LogReader
 
