@@ -43,6 +43,15 @@ def test_discovery_skips_transient_dirs_with_a_reason(sample_root):
     assert "deletion" in reasons["orders-1.1f2e3d4c5b6a-delete"]
 
 
+def test_renamed_partition_dirs_are_read_as_their_partition_when_not_skipped(sample_root):
+    """Kafka renames a partition dir `<topic>-<partition>.<id>-delete|-future|-stray`; read, it is that partition."""
+    kept = Settings(ingest={"skip_dir_suffixes": []}).ingest
+    read = {(s.topic, s.partition) for s in discover_segments([str(sample_root)], kept).segments}
+    assert {("orders", 1), ("payments", 0)} <= read
+    assert {topic for topic, _ in read} == {"orders", "payments", "payments.audit-log"}
+    assert len(discover_segments([str(sample_root)], kept).segments) == 5 + 2 + 2  # both renamed copies of orders-0
+
+
 def test_missing_or_empty_root_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         discover_segments([str(tmp_path / "nowhere")], Settings().ingest)
