@@ -91,7 +91,8 @@ def measure(function: Callable[[], object], repeats: int) -> tuple[float, float]
 _FIRST_USE = """
 import struct, sys, time
 started = time.process_time()
-from pipeline.sources.kafka_format import decode_segment, encode_batch, encode_marker
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker
+from pipeline.sources.kafka_format.windows import decode_segment
 imported = time.process_time()
 legacy = struct.pack(">qiIbbii", 0, 14, 0, 0, 0, -1, -1)  # magic 0, null key and value: the legacy path
 segment = legacy + encode_batch(1, 2, 7, 0, 0) * 3 + encode_marker(3, 7, 0, True, 1, 0)
