@@ -754,6 +754,26 @@ def snp_003_window_cleared_by_a_fence(log, _):
     log.snapshot(3, 1, 1, coordinator_epoch=0)
 
 
+def xtx_008_v1_client_after_a_tv2_fence(log, _):
+    """As a 4.x broker writes it: a new instance fences a V1 client's transaction, and the coordinator writes the
+    abort and the Empty after it as TV2 records; the V1 client then commits at the bumped epoch the V1 way (marker
+    at the data's epoch), under an Ongoing record of its own version."""
+    pid = coordinator_pid(28, True, k=1)
+    tp = f"{log.topic}-{log.partition}"
+    log.txn_state("b", EMPTY, pid, 0)
+    start = log.txn_state("b", ONGOING, pid, 0, (tp,))["start_timestamp_ms"]
+    log.data(pid, 0, 0, 1, txn=True)
+    log.txn_state("b", PREPARE_ABORT, pid, 1, (tp,), start=start, **TV2)
+    log.marker(pid, 1, commit=False)
+    log.txn_state("b", COMPLETE_ABORT, pid, 1, start=start, **TV2)
+    log.txn_state("b", EMPTY, pid, 2, **TV2)
+    start = log.txn_state("b", ONGOING, pid, 2, (tp,))["start_timestamp_ms"]
+    log.data(pid, 2, 0, 1, txn=True)
+    log.txn_state("b", PREPARE_COMMIT, pid, 2, (tp,), start=start)
+    log.marker(pid, 2)
+    log.txn_state("b", COMPLETE_COMMIT, pid, 2, start=start)
+
+
 # More cases of a rule, fired only: (name, rule code) -> (builder, severity)
 VARIANTS = {
     ("unreadable partition", "FMT-001"): (fmt_001_unreadable_partition, "ERROR"),
@@ -765,6 +785,7 @@ SILENT_VARIANTS = {
     ("window cleared by a V2 marker", "SNP-003"): snp_003_window_cleared_by_a_v2_marker,
     ("window cleared by a fence", "SNP-003"): snp_003_window_cleared_by_a_fence,
     ("next transaction open", "XTX-002"): xtx_002_next_transaction_open,
+    ("V1 client after a TV2 fence", "XTX-008"): xtx_008_v1_client_after_a_tv2_fence,
 }
 
 

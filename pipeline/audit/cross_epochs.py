@@ -22,8 +22,8 @@ TV2_EPOCH_CHAIN = rule(
     "TV2_EPOCH_CHAIN",
     "ERROR",
     "6.8",
-    "A marker of a producer whose coordinator records say ClientTransactionVersion 2 closes transactional data "
-    "at an epoch not below its own: a V2 marker carries the epoch its Prepare* bumped. The spec's other two "
+    "A marker closes transactional data written under an Ongoing record that says ClientTransactionVersion 2 at an "
+    "epoch not above the data's: a V2 marker carries the epoch its Prepare* bumped. The spec's other two "
     "conditions are reported by TSL-007 (Prepare* epoch against Ongoing) and XTX-004 (data at an epoch no "
     "Ongoing record lists).",
 )
@@ -40,17 +40,24 @@ TIMEOUT_ABORT_SHAPE = rule(
 
 @frame("cross_checks.tv2_transactions")
 def TV2_TRANSACTIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
-    """Transactions with data closed by a marker, of producers a coordinator record says are on TV2.
+    """Transactions with data closed by a marker, written under an Ongoing record of the producer on TV2.
 
-    Located at the marker.
+    The version is the transaction's, from the Ongoing record its client's requests wrote, not the producer id's:
+    a coordinator that speaks TV2 writes its own records (a fence's abort, the Empty after it) as TV2 while the
+    client that goes on under the bumped epoch is V1, and a V2 instance of a transactional id takes over the
+    producer id of a V1 one. Located at the marker.
     """
     records = inputs.coordinator_records
     if records is None:
         return None
-    tv2_producers = records.where(F.col("is_tv2") & (F.col("producer_id") >= 0)).select("producer_id").distinct()
+    tv2_epochs = (
+        records.where(F.col("is_tv2") & (F.col("state") == ONGOING) & (F.col("producer_id") >= 0))
+        .select("producer_id", "producer_epoch")
+        .distinct()
+    )
     return (
         inputs.transactions.where(F.col("first_offset").isNotNull() & F.col("marker_offset").isNotNull())
-        .join(tv2_producers, on="producer_id", how="inner")
+        .join(tv2_epochs, on=["producer_id", "producer_epoch"], how="inner")
         .select(
             "*",
             tp_name().alias("tp_name"),
