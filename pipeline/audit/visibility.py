@@ -89,19 +89,23 @@ def open_transactions(
     )
 
 
-def _open_evidence() -> dict[str, Column]:
-    abort_command = F.format_string(
+def abort_command(topic: Column, partition: Column, start_offset: Column) -> Column:
+    """KIP-664's admin abort of an open transaction by its start offset; the broker address is left to fill."""
+    return F.format_string(
         "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic %s --partition %d --start-offset %d",
-        F.col("topic"),
-        F.col("partition"),
-        F.col("base_offset"),
+        topic,
+        partition,
+        start_offset,
     )
+
+
+def _open_evidence() -> dict[str, Column]:
     return {
         "start_offset": F.col("base_offset"),
         "last_timestamp": F.col("end_timestamp"),
         "reference_time_ms": F.col("reference_time_ms"),
         "silent_ms": F.col("silent_ms"),
-        "abort_command": abort_command,
+        "abort_command": abort_command(F.col("topic"), F.col("partition"), F.col("base_offset")),
     }
 
 

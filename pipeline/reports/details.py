@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 import schemas
 from pipeline.audit.registry import SEVERITIES
+from pipeline.audit.visibility import abort_command
 from pipeline.tables.store import TableStore
 from schemas.batches import STATUS_OK
 from schemas.transactions import OUTCOME_OPEN
@@ -99,16 +100,6 @@ def open_transactions_section(transactions: DataFrame, findings: DataFrame, top_
         .collect()
     )
     return {"open": int(totals["open"]), "hanging": int(totals["hanging"]), "listed": [r.asDict() for r in listed]}
-
-
-def abort_command(topic: Column, partition: Column, start_offset: Column) -> Column:
-    """KIP-664's admin abort by start offset, as the LSO-002 evidence spells it; the broker address is left to fill."""
-    return F.format_string(
-        "kafka-transactions.sh --bootstrap-server <broker:port> abort --topic %s --partition %d --start-offset %d",
-        topic,
-        partition,
-        start_offset,
-    )
 
 
 def durations_section(transactions: DataFrame) -> dict[str, Any]:
