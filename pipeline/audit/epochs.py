@@ -115,8 +115,8 @@ TXN_EPOCH_MAX = rule(
     "Transactional data at epoch 32767: the coordinator rotates the producer id before that, so clients never "
     "get it for transactional data (idempotent producers may legally reach it).",
     impact=(
-        "The coordinator rotates the producer id before epoch 32767, so transactional data there was not written by "
-        "a normal transactional session; fencing of later sessions cannot work."
+        "The coordinator rotates the producer id before epoch 32767, so transactional data there was not "
+        "written by a normal transactional session, and the epoch cannot be bumped again to fence it."
     ),
     action=(
         "Check the client library and whether a tool wrote the batches; compare with `__transaction_state` for the "

@@ -74,8 +74,8 @@ PARTITION_METADATA = rule(
     "6.1",
     "partition.metadata not of the form `version: 0` / `topic_id: <uuid>`, or a zero topic id.",
     impact=(
-        "The broker refuses to load a partition whose topic id file is malformed, or may attach it to the wrong "
-        "topic (a recreated topic with the same name)."
+        "A malformed file leaves the broker without the partition's topic id, which it checks against the "
+        "controller's to tell a live partition from a leftover of a deleted topic with the same name."
     ),
     action=(
         "Compare the topic id with `kafka-topics.sh --describe --topic TOPIC`; a directory left from a deleted topic "
@@ -93,8 +93,8 @@ EPOCH_CHECKPOINT_FORMAT = rule(
         "truncate a follower wrongly after a leader change."
     ),
     action=(
-        "Check whether the file was copied while the broker rewrote it; on the broker, the file is rebuilt from the "
-        "log when missing, so a damaged copy can be removed while the broker is stopped."
+        "Check whether the file was copied while the broker rewrote it (copy it again); otherwise compare "
+        "with the other replicas' checkpoints and report it with the broker version."
     ),
 )
 

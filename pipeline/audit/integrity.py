@@ -29,8 +29,9 @@ TRUNCATED_TAIL = rule(
     "partition decodes).",
     also=("WARN",),
     impact=(
-        "The bytes after the last complete entry are lost: broker recovery truncates the segment there, and on an "
-        "older segment that also drops every batch after them, including acknowledged records."
+        "The bytes after the last complete entry are not records: a broker that recovers this segment (after "
+        "an unclean shutdown) truncates it there and deletes the segments after it, and on an older segment "
+        "those held acknowledged records."
     ),
     action=(
         "On the active segment after a crash this is expected; confirm the broker recovered (its log says the "

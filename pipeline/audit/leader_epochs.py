@@ -27,8 +27,8 @@ EPOCH_CHECKPOINT_ORDER = rule(
         "may truncate committed records or keep divergent ones."
     ),
     action=(
-        "Compare with the other replicas' checkpoints and look for an unclean leader election; stop the broker and "
-        "let it rebuild the file from the log if only this copy is wrong."
+        "Compare with the other replicas' checkpoints and look for an unclean leader election; if only this "
+        "replica's file is wrong, rebuild the replica from the leader."
     ),
 )
 EPOCH_CHECKPOINT_VS_LOG = rule(

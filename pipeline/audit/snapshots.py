@@ -62,8 +62,9 @@ SNAPSHOT_DIVERGES = rule(
         "transaction leads to fenced producers or a stuck LSO after restart."
     ),
     action=(
-        "Compare with `kafka-dump-log.sh --files OFFSET.snapshot`; if the snapshot is wrong, delete the `.snapshot` "
-        "files while the broker is stopped and restart it so it rebuilds state from the log."
+        "Compare with `kafka-dump-log.sh --files OFFSET.snapshot`; if the snapshot is wrong, stop the broker "
+        "and delete the partition's `.snapshot` files: after a clean shutdown it then starts with empty "
+        "producer state, losing only duplicate detection for retries in flight."
     ),
 )
 PHANTOM_OPEN_TXN = rule(
@@ -79,8 +80,9 @@ PHANTOM_OPEN_TXN = rule(
         "consumers stop."
     ),
     action=(
-        "Delete the partition's `.snapshot` files while the broker is stopped and do a rolling restart (the known "
-        "remedy), or abort the phantom transaction with `kafka-transactions.sh abort --start-offset F`."
+        "Stop the broker, delete the partition's `.snapshot` files and restart it (the known remedy: after a "
+        "clean shutdown it starts with empty producer state), or abort the phantom transaction with "
+        "`kafka-transactions.sh abort --start-offset F`."
     ),
 )
 SNAPSHOT_OPEN_TXN_CLOSED_LATER = rule(
