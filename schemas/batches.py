@@ -58,3 +58,42 @@ BATCHES = T.StructType(
 )
 
 BATCHES_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "producer_id": "producerId (-1: none); null for entries whose header could not be read",
+    "base_offset": "first offset of the batch",
+    "last_offset": "base offset + lastOffsetDelta",
+    "producer_epoch": "producerEpoch (-1: none)",
+    "base_sequence": "baseSequence (-1: none)",
+    "last_sequence": "sequence of the last record, wrapping past 2147483647 (-1: none)",
+    "is_transactional": "attribute bit 4: part of a transaction",
+    "is_control": "attribute bit 5: a control batch (marker)",
+    "control_type": "decoded control record type: 0 ABORT, 1 COMMIT, other KRaft types; null for data",
+    "coordinator_epoch": "coordinator epoch of a COMMIT/ABORT marker; null for data",
+    "record_count": "recordsCount of the header",
+    "base_timestamp": "baseTimestamp (the delete horizon when that bit is set)",
+    "max_timestamp": "maxTimestamp of the header",
+    "max_record_timestamp": "largest record timestamp found walking the records; null when not walked or no records",
+    "partition_leader_epoch": "leader epoch stamped by the leader that appended it",
+    "magic": "format version of the entry: 2, or 0/1 for legacy message sets",
+    "attributes": "raw attributes field",
+    "compression": "codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd",
+    "timestamp_type": "0 CreateTime, 1 LogAppendTime",
+    "has_delete_horizon": "attribute bit 6: baseTimestamp is a delete horizon",
+    "last_offset_delta": "lastOffsetDelta of the header",
+    "batch_length": "batchLength of the header (size - 12)",
+    "crc": "stored CRC",
+    "crc_valid": "the stored CRC matches the bytes (FMT-004 when false)",
+    "record_problem": "why the records do not parse as Kafka parses them (FMT-006); null if they do or were not walked",
+    "entry_status": "`ok`, `legacy`, `truncated_tail`, `too_small`, `bad_magic` or `unreadable`",
+    "entry_note": "why an entry is not `ok`",
+    "segment_base_offset": "base offset of the segment holding the entry (its file name)",
+    "position": "byte position of the entry in the segment",
+    "size_bytes": "bytes the entry takes in the file (batchLength + 12)",
+    "source_file": "path of the file the row was read from, as given under --input",
+    "source_format": "how the input was read: `segment` (log dir), `dumplog` (kafka-dump-log text) or `columnar`",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

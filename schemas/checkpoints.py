@@ -28,3 +28,14 @@ CHECKPOINTS = T.StructType(
 )
 
 CHECKPOINTS_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "kind": "file name: log-start-offset, replication-offset (high watermark), cleaner-offset or recovery-point",
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "offset": "the offset the file records for the partition",
+    "problem": "why the file could not be read; null when it could",
+    "source_file": "path of the file the row was read from, as given under --input",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

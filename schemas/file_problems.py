@@ -33,3 +33,14 @@ PROBLEM_KINDS = (
     PROBLEM_PARTITION_METADATA,
     PROBLEM_LEADER_EPOCH_CHECKPOINT,
 )
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "kind": "`file_name`, `offset_index`, `time_index`, `partition_metadata` or `leader_epoch_checkpoint`",
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "source_file": "the file with the problem",
+    "position": "byte position in a binary file; null for text files and file names",
+    "message": "what the reader saw",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

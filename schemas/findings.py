@@ -23,3 +23,22 @@ FINDINGS = T.StructType(
 )
 
 FINDINGS_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "run_id": "run that wrote the row",
+    "rule_code": "rule code (docs/rules.md)",
+    "rule_name": "rule name",
+    "severity": "CRITICAL, ERROR, WARN or INFO",
+    "topic": "topic of the finding",
+    "partition": "partition of the finding; null for topic-wide findings",
+    "producer_id": "producer id concerned, if any",
+    "producer_epoch": "producer epoch the finding is filed under",
+    "base_offset": "first offset of the batch or record where the violation shows",
+    "last_offset": "its last offset",
+    "segment": "segment or file the finding points at",
+    "position": "byte position in that file",
+    "message": "one line saying what is wrong",
+    "evidence": "the values that triggered the rule, by name",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

@@ -44,3 +44,24 @@ GLOBAL_TRANSACTIONS = T.StructType(
 )
 
 GLOBAL_TRANSACTIONS_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "run_id": "run that wrote the row",
+    "topic": "the `__transaction_state` topic",
+    "partition": "the `__transaction_state` partition holding the record",
+    "transactional_id": "transactional id of the record",
+    "producer_id": "producer id of the decision",
+    "producer_epoch": "producer epoch of the decision",
+    "decision": "`COMMIT` or `ABORT`",
+    "prepare_offset": "offset of the Prepare* record",
+    "prepare_timestamp": "timestamp of the Prepare* record",
+    "completed": "a later record of the id (Complete*) follows the decision",
+    "transaction_version": "ClientTransactionVersion of the record",
+    "partitions": "each listed partition with whether it is in the input and the marker found there",
+    "markers_agreeing": "listed partitions in the input whose marker agrees with the decision",
+    "markers_contradicting": "listed partitions in the input whose marker contradicts it",
+    "markers_missing": "listed partitions in the input with no marker of the decision",
+    "is_torn": "a marker contradicts the decision, or the decision completed and a partition has no marker",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

@@ -29,3 +29,21 @@ INGEST_MANIFEST = T.StructType(
 )
 
 INGEST_MANIFEST_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "source_file": "the segment, spelled as in `batches.source_file`",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "segment_base_offset": "base offset of the segment (its file name)",
+    "size_bytes": "file size as listed",
+    "mtime_ns": "modification time in ns since the epoch; null when the filesystem has none",
+    "first_batch_hash": "BLAKE2b-128 of the first 61 bytes of the entry at position 0",
+    "last_batch_position": "byte position of the last entry; null when the file holds none",
+    "last_batch_hash": "BLAKE2b-128 of the first 61 bytes of the last entry",
+    "is_active": "the last segment of its partition directory (re-read every run)",
+    "rows_ingested": "its rows in `batches`",
+    "run_id": "run that decoded it",
+    "ingested_at": "when that run decoded it",
+}

@@ -21,3 +21,15 @@ LEADER_EPOCHS = T.StructType(
 )
 
 LEADER_EPOCHS_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "epoch": "leader epoch of the entry; null for a bad line",
+    "start_offset": "first offset written in that epoch; null for a bad line",
+    "line": "1-based line number of a bad line; null otherwise or for an unreadable file",
+    "problem": "why the line or file is malformed (LEP-001); null when fine",
+    "source_file": "path of the file the row was read from, as given under --input",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

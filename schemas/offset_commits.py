@@ -43,3 +43,30 @@ OFFSET_COMMITS = T.StructType(
 )
 
 OFFSET_COMMITS_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "topic": "the `__consumer_offsets` topic",
+    "partition": "the `__consumer_offsets` partition holding the record",
+    "producer_id": "producer id of the transactional batch",
+    "producer_epoch": "producer epoch of the batch",
+    "group": "consumer group id",
+    "committed_topic": "topic whose position is committed",
+    "committed_partition": "partition whose position is committed",
+    "committed_offset": "the committed offset",
+    "leader_epoch": "leader epoch stored with the commit (value v3+); null before",
+    "metadata": "commit metadata string",
+    "commit_timestamp": "commit time (ms)",
+    "expire_timestamp": "expiry time (value v1 only); null otherwise",
+    "record_offset": "offset of the record",
+    "batch_base_offset": "base offset of its batch",
+    "key_version": "key version",
+    "value_version": "value version; null for a tombstone",
+    "is_tombstone": "the record has a null value",
+    "decode_error": "why the record could not be decoded fully; null when it could",
+    "segment_base_offset": "base offset of the segment holding the entry (its file name)",
+    "position": "byte position of the batch in the segment",
+    "source_file": "path of the file the row was read from, as given under --input",
+    "source_format": "how the input was read: `segment` (log dir), `dumplog` (kafka-dump-log text) or `columnar`",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

@@ -19,3 +19,14 @@ PARTITION_METADATA = T.StructType(
 )
 
 PARTITION_METADATA_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "version": "version line of the file (0)",
+    "topic_id": "topic id (URL-safe base64, as Kafka prints it)",
+    "problem": "what the broker would reject (SEG-006); null for a good file",
+    "source_file": "path of the file the row was read from, as given under --input",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

@@ -33,3 +33,27 @@ PARTITION_SUMMARY = T.StructType(
 )
 
 PARTITION_SUMMARY_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "run_id": "run that wrote the row",
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "log_start_offset": "the larger of the first retained offset and `log-start-offset-checkpoint`",
+    "log_end_offset": "offset after the last batch",
+    "first_unstable_offset": "first offset of the earliest open transaction; null when none",
+    "last_stable_offset": "offset below which read_committed consumers read",
+    "batch_count": "batches of the partition",
+    "record_count": "records of the partition",
+    "producer_count": "distinct producer ids",
+    "open_transactions": "transactions without a marker",
+    "hanging_transactions": "open transactions older than transaction.max.timeout.ms + 5 min (LSO-002)",
+    "committed_transactions": "transactions closed by COMMIT",
+    "aborted_transactions": "transactions closed by ABORT",
+    "aborted_records": "data records of aborted transactions",
+    "read_uncommitted_records": "data records a read_uncommitted consumer gets",
+    "read_committed_records": "data records a read_committed consumer gets",
+    "findings_by_severity": "findings of the partition per severity",
+    "findings_by_rule": "findings of the partition per rule code",
+    "broker_id": "broker whose replica was audited",
+}

@@ -41,3 +41,25 @@ PRODUCER_SNAPSHOTS = T.StructType(
 )
 
 PRODUCER_SNAPSHOTS_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "snapshot_offset": "offset in the file name: state after all batches below it",
+    "producer_id": "producer id of the entry; null for a file-level row",
+    "producer_epoch": "epoch of the entry",
+    "last_sequence": "last sequence (-1: no data batch retained)",
+    "last_offset": "last data offset (-1: none)",
+    "offset_delta": "last offset - first offset of the last batch",
+    "timestamp": "producer's last timestamp",
+    "coordinator_epoch": "last marker's coordinator epoch (-1: no marker seen)",
+    "current_txn_first_offset": "first offset of the open transaction; null when none",
+    "version": "snapshot file version",
+    "crc_valid": "the file's CRC-32C matches",
+    "file_status": "`ok`, `bad_version`, `truncated`, `trailing_bytes`, `crc_mismatch` or `unreadable`",
+    "file_note": "the I/O error of an unreadable file",
+    "source_file": "path of the file the row was read from, as given under --input",
+    "source_format": "how the input was read: `segment` (log dir), `dumplog` (kafka-dump-log text) or `columnar`",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

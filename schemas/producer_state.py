@@ -25,3 +25,21 @@ PRODUCER_STATE = T.StructType(
 )
 
 PRODUCER_STATE_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "run_id": "run that wrote the row",
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "producer_id": "the producer id",
+    "producer_epoch": "its current epoch",
+    "last_sequence": "last sequence written",
+    "last_offset": "last offset written",
+    "last_timestamp": "max timestamp of its last batch or marker",
+    "coordinator_epoch": "coordinator epoch of its last marker",
+    "current_txn_start_offset": "first offset of its open transaction; null when none",
+    "batch_count": "its batches on the partition",
+    "is_transactional": "it wrote transactional data",
+    "transaction_version": "version the audit judged it by: `1/assumed`, `1/inferred`, `2/inferred`, `N/configured`",
+    "broker_id": "broker whose replica was audited",
+}

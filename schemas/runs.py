@@ -19,3 +19,19 @@ RUNS = T.StructType(
         T.StructField("table_versions", T.MapType(T.StringType(), T.LongType()), True),
     ]
 )
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "run_id": "the run id (UTC start time plus a random suffix)",
+    "command": "run, ingest, audit, report, vacuum, ...",
+    "started_at": "start time",
+    "finished_at": "end time; null while running or after a kill",
+    "status": "`succeeded` or `failed`",
+    "inputs": "the --input roots",
+    "reference_time_ms": "--reference-time in epoch ms; null when not given",
+    "delta_backend": "`native` or `embedded`",
+    "counts": "rows written per step, segments per ingest outcome, findings per severity, plan costs",
+    "config_json": "effective configuration",
+    "tool_version": "produce-audit version",
+    "table_versions": "version of every table as a successful writing run left it (what readers follow)",
+}

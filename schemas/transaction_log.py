@@ -86,3 +86,39 @@ TRANSACTION_LOG = T.StructType(
 )
 
 TRANSACTION_LOG_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "topic": "the `__transaction_state` topic",
+    "partition": "the `__transaction_state` partition",
+    "transactional_id": "key: the transactional id",
+    "producer_id": "ProducerId",
+    "producer_epoch": "ProducerEpoch",
+    "state": "TransactionStatus byte as stored",
+    "state_name": "name of the state; null for an unknown id",
+    "record_offset": "offset of the record",
+    "record_timestamp": "timestamp of the record",
+    "key_version": "key version",
+    "value_version": "value version (0 or 1); null for a tombstone",
+    "is_tombstone": "null value: the id expired",
+    "previous_producer_id": "PreviousProducerId (v1 tagged field)",
+    "next_producer_id": "NextProducerId (v1 tagged field)",
+    "next_producer_epoch": "NextProducerEpoch (v1 tagged field)",
+    "transaction_timeout_ms": "TransactionTimeoutMs",
+    "partitions": "TransactionPartitions: topics with partition ids",
+    "last_update_timestamp_ms": "TransactionLastUpdateTimestampMs",
+    "start_timestamp_ms": "TransactionStartTimestampMs",
+    "client_transaction_version": "ClientTransactionVersion (v1 tagged field)",
+    "batch_base_offset": "base offset of the record's batch",
+    "batch_timestamp": "the batch's max timestamp",
+    "partition_leader_epoch": "leader epoch of the batch (the coordinator epoch)",
+    "batch_is_transactional": "the batch's transactional flag",
+    "batch_compression": "the batch's codec id",
+    "batch_producer_id": "the batch's producer id",
+    "decode_error": "why the record could not be decoded fully; null when it could",
+    "segment_base_offset": "base offset of the segment holding the entry (its file name)",
+    "position": "byte position of the batch in the segment",
+    "source_file": "path of the file the row was read from, as given under --input",
+    "source_format": "how the input was read: `segment` (log dir), `dumplog` (kafka-dump-log text) or `columnar`",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

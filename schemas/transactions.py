@@ -31,3 +31,25 @@ TRANSACTIONS = T.StructType(
 )
 
 TRANSACTIONS_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "run_id": "run that wrote the row",
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "producer_id": "producer id of the transaction",
+    "producer_epoch": "epoch of its data",
+    "first_offset": "offset of its first data batch",
+    "last_offset": "last offset of its last data batch",
+    "marker_offset": "offset of the closing marker; null when open",
+    "marker_epoch": "epoch of the marker",
+    "coordinator_epoch": "coordinator epoch of the marker",
+    "outcome": "`COMMITTED`, `ABORTED`, `OPEN` or `EMPTY` (a marker that closed nothing)",
+    "batch_count": "its data batches",
+    "record_count": "its data records",
+    "start_timestamp": "max timestamp of its first data batch",
+    "end_timestamp": "marker timestamp (last batch's when open)",
+    "duration_ms": "end - start",
+    "transaction_version": "transaction version it was judged by (as in `producer_state`)",
+    "broker_id": "broker whose replica was audited",
+}

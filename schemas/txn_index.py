@@ -25,3 +25,20 @@ TXN_INDEX = T.StructType(
 )
 
 TXN_INDEX_PARTITION_BY = ["topic"]
+
+# What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
+COLUMN_MEANINGS = {
+    "topic": "the partition's topic",
+    "partition": "the partition number",
+    "producer_id": "producer id of the aborted transaction",
+    "first_offset": "first offset of the aborted transaction",
+    "last_offset": "offset of its ABORT marker",
+    "last_stable_offset": "LSO the broker computed when it wrote the marker",
+    "version": "entry version (0)",
+    "entry_status": "`ok`, or `truncated` for trailing bytes that make no 34-byte entry",
+    "segment_base_offset": "base offset of the segment owning the `.txnindex`",
+    "position": "byte position of the entry in the file",
+    "source_file": "path of the file the row was read from, as given under --input",
+    "source_format": "how the input was read: `segment` (log dir), `dumplog` (kafka-dump-log text) or `columnar`",
+    "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+}

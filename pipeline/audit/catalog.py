@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from pipeline.audit import engine  # noqa: F401  (importing the engine registers every rule module)
-from pipeline.audit.registry import CHECKS, FRAMES, RULES, SEVERITIES
+from pipeline.audit.registry import CHECKS, FRAMES, RULES, SEVERITIES, Rule
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 SECTIONS = {
@@ -29,6 +29,7 @@ def render() -> str:
         "Codes and severities follow spec §6 (`kafka-semantics.md`). Severity scale: "
         + ", ".join(SEVERITIES)
         + ". Where a rule can take more than one severity, the condition for each is in its description.",
+        "Each section's table lists its rules; below it, each rule says why a finding matters and what to do about it.",
         "",
         "Each rule is checked on the rows of one or more frames (docs/engine.md):",
         "",
@@ -48,9 +49,23 @@ def render() -> str:
         for r in rules:
             severities = " / ".join(r.severities)
             frames = ", ".join(f"`{name}`" for name in r.frames)
-            lines.append(f"| {r.code} | {r.name} | {severities} | {r.description} | {frames} |")
+            lines.append(f"| [{r.code}](#{_anchor(r)}) | {r.name} | {severities} | {r.description} | {frames} |")
         lines.append("")
+        for r in rules:
+            lines += [
+                f"### {r.code} {r.name}",
+                "",
+                f"*{' / '.join(r.severities)}.* **Why it matters:** {r.impact}",
+                "",
+                f"**What to do:** {r.action}",
+                "",
+            ]
     return "\n".join(lines)
+
+
+def _anchor(r: Rule) -> str:
+    """The id GitHub and most Markdown renderers give the rule's `### CODE NAME` heading."""
+    return f"{r.code} {r.name}".lower().replace(" ", "-")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,6 +36,14 @@ HANGING_CONFIRMED = rule(
     "record is a tombstone, Empty, Complete*, another producer id, Ongoing at a newer epoch, or Ongoing/Prepare* "
     "without the partition. The spec's third case, no transactional id mapping to p at all, is not reported: the "
     "input may hold only some __transaction_state partitions (LSO-002 still reports such a transaction by age).",
+    impact=(
+        "The transactional id has moved on, so nothing will ever close this transaction: the LSO is stuck until it "
+        "is aborted by hand."
+    ),
+    action=(
+        "Abort it with `kafka-transactions.sh abort --topic T --partition N --start-offset F` (confirm with "
+        "`kafka-transactions.sh find-hanging`)."
+    ),
 )
 DATA_NOT_IN_TRANSACTION = rule(
     "XTX-004",
@@ -46,6 +54,14 @@ DATA_NOT_IN_TRANSACTION = rule(
     "root cause KIP-890 closes. ERROR when none of the producer's coordinator records was cleaned away, else WARN "
     "(the Ongoing record may have been compacted).",
     also=("WARN",),
+    impact=(
+        "Transactional data on a partition the coordinator never added: no marker will ever be sent there, so the "
+        "transaction hangs (the classic pre-KIP-890 cause)."
+    ),
+    action=(
+        "Abort the open transaction (LSO-002's command) and upgrade brokers to 3.6+ with "
+        "`transaction.partition.verification.enable=true`."
+    ),
 )
 OFFSETS_PARTITION_NOT_ADDED = rule(
     "XTX-009",
@@ -54,6 +70,14 @@ OFFSETS_PARTITION_NOT_ADDED = rule(
     "6.8",
     "A transactional offset commit of p on __consumer_offsets-N while no Ongoing record of p lists "
     "__consumer_offsets-N (AddOffsetsToTxn adds it before TxnOffsetCommit).",
+    impact=(
+        "A transactional offset commit on a `__consumer_offsets` partition the transaction never added: the group's "
+        "offsets may commit without the transaction's outcome, or hang."
+    ),
+    action=(
+        "Upgrade brokers to 3.7+ (TxnOffsetCommit verification, KAFKA-15449) and check the client sends "
+        "AddOffsetsToTxn."
+    ),
 )
 PID_TO_MANY_IDS = rule(
     "XTX-011",
@@ -62,6 +86,14 @@ PID_TO_MANY_IDS = rule(
     "6.8",
     "A producer id that writes transactional data maps to more than one transactional id over the coordinator "
     "records (a rotation through previous/next producer id stays within one id).",
+    impact=(
+        "One producer id serving several transactional ids defeats fencing: the ids can fence or close each other's "
+        "transactions."
+    ),
+    action=(
+        "As for TSL-014: stop the producers of those ids and check producer-id allocation; report with the broker "
+        "version."
+    ),
 )
 
 

@@ -26,6 +26,11 @@ TV2_EPOCH_CHAIN = rule(
     "epoch not above the data's: a V2 marker carries the epoch its Prepare* bumped. The spec's other two "
     "conditions are reported by TSL-007 (Prepare* epoch against Ongoing) and XTX-004 (data at an epoch no "
     "Ongoing record lists).",
+    impact=(
+        "A TV2 transaction closed by a marker at the data's epoch cannot be told apart from a late marker of the "
+        "previous transaction (the KIP-890 hazard)."
+    ),
+    action="Upgrade brokers to 4.2+ (KIP-1228 enforces the bump on the leader) and check the client is 4.0+.",
 )
 TIMEOUT_ABORT_SHAPE = rule(
     "XTX-010",
@@ -35,6 +40,14 @@ TIMEOUT_ABORT_SHAPE = rule(
     "Ongoing (p, e) followed by PrepareAbort (p, e + 1) (TV0/1) or (p, e + 2) (TV2) after the transaction's start "
     "plus its timeout, by the PrepareAbort batch's timestamp: the coordinator aborted a timed-out transaction. "
     "Data of (p, e) after the ABORT marker on a partition is EPO-001.",
+    impact=(
+        "The coordinator aborted the transaction because it ran past its timeout; its records are hidden from "
+        "read_committed consumers."
+    ),
+    action=(
+        "If frequent, raise the producer's `transaction.timeout.ms` or find why it stalls; EPO-001 findings on the "
+        "same producer show late writes after the abort."
+    ),
 )
 
 

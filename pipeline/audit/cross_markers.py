@@ -27,6 +27,14 @@ MARKER_CONTRADICTS_DECISION = rule(
     "6.8",
     "A marker (p, e, type) on a partition that the Prepare* records of (p, e) list only with the other outcome. "
     "Under TV0/1 one epoch may hold several transactions, so a marker agreeing with any of them is fine.",
+    impact=(
+        "A partition's marker contradicts the coordinator's decision: the transaction is torn, committed on some "
+        "partitions and aborted on others."
+    ),
+    action=(
+        "List the transaction's partitions (`global_transactions` with `is_torn`) and repair downstream by hand; "
+        "check for admin aborts (`kafka-transactions.sh abort`) or a coordinator failover around it."
+    ),
 )
 MISSING_MARKER = rule(
     "XTX-002",
@@ -39,6 +47,14 @@ MISSING_MARKER = rule(
     "without one (markers pending). A marker of another epoch closing it is XTX-006, or XTX-003 when no Prepare* "
     "explains it (an admin abort).",
     also=("WARN",),
+    impact=(
+        "The coordinator believed every marker written, but this partition has none: the transaction stays open "
+        "there, the LSO is stuck and its records are neither committed nor aborted."
+    ),
+    action=(
+        "Abort it with `kafka-transactions.sh abort --topic T --partition N --start-offset F` (WARN: markers may "
+        "still be pending; re-check first)."
+    ),
 )
 MARKER_WITHOUT_DECISION = rule(
     "XTX-003",
@@ -48,6 +64,11 @@ MARKER_WITHOUT_DECISION = rule(
     "A marker (p, e) on a partition no Prepare* record of (p, e) lists, for a producer id the coordinator records "
     "do mention (kafka-transactions.sh abort, or the record was compacted away). A marker whose transaction a "
     "Prepare* record at another epoch decided is XTX-006 instead.",
+    impact=(
+        "A marker no coordinator decision explains: usually an admin abort (`kafka-transactions.sh abort`), or the "
+        "Prepare* record was compacted away."
+    ),
+    action="Confirm with the operators that an abort was run; no action otherwise.",
 )
 MARKER_EPOCH_VS_PREPARE = rule(
     "XTX-006",
@@ -58,6 +79,14 @@ MARKER_EPOCH_VS_PREPARE = rule(
     "its partition that decided the transaction: at d or d + 1 (a fence or timeout abort) under TV0/1, at d + 1 "
     "or d + 2 under TV2, with no Prepare* at the marker's own epoch listing it. A TV2 marker at or below the "
     "data epoch is XTX-008.",
+    impact=(
+        "The marker's epoch does not match the decision that closed the transaction: a stale or foreign decision may "
+        "have closed it."
+    ),
+    action=(
+        "Compare the producer's `__transaction_state` records (`kafka-dump-log.sh --transaction-log-decoder`) with "
+        "the marker and check for a coordinator failover."
+    ),
 )
 MARKER_COORDINATOR_EPOCH = rule(
     "XTX-007",
@@ -67,6 +96,11 @@ MARKER_COORDINATOR_EPOCH = rule(
     "A marker whose coordinator epoch is below the leader epoch of the __transaction_state batch holding its "
     "Prepare* record (ERROR); above it is INFO: markers re-sent by a newer coordinator after a failover.",
     also=("INFO",),
+    impact=(
+        "A coordinator epoch below the coordinator that wrote the decision means a zombie coordinator wrote the "
+        "marker (ERROR); above it, a newer coordinator re-sent markers after a failover (INFO)."
+    ),
+    action="For ERROR, check the `__transaction_state` partition's leadership history and the broker versions.",
 )
 
 # The epochs of the Prepare* record that can decide a transaction with data of epoch d: d + step, where the

@@ -20,6 +20,15 @@ DATA_EPOCH_REGRESSION = rule(
     "Data batch at an epoch lower than one the producer already used on this partition: a zombie write the "
     "leader should have fenced. WARN when the producer was silent for the expiry interval before it.",
     also=("WARN",),
+    impact=(
+        "A zombie producer wrote after it was fenced: its records are on disk although a newer instance owns the "
+        "producer id, so exactly-once does not hold (duplicates or records outside any decided transaction)."
+    ),
+    action=(
+        "Find the old instance (producer id and epoch) and stop it; check the broker version accepted the write and "
+        "whether the producer state had expired (WARN). Compare with `__transaction_state` history "
+        "(`kafka-dump-log.sh --transaction-log-decoder`)."
+    ),
 )
 MARKER_EPOCH_REGRESSION = rule(
     "EPO-002",
@@ -27,6 +36,14 @@ MARKER_EPOCH_REGRESSION = rule(
     "ERROR",
     "6.3",
     "Transaction marker at an epoch lower than the producer's current epoch on this partition.",
+    impact=(
+        "A marker from an older epoch than the producer's current one may close the wrong transaction: records of "
+        "the current transaction may be committed or aborted by a stale decision."
+    ),
+    action=(
+        "Check for a coordinator failover around the marker (the `__transaction_state` partition's leader) and "
+        "compare replicas; report with the broker version."
+    ),
 )
 TV2_MARKER_EPOCH_NOT_GREATER = rule(
     "EPO-003",
@@ -37,6 +54,14 @@ TV2_MARKER_EPOCH_NOT_GREATER = rule(
     "must bump it). ERROR for brokers from 4.2 (KIP-1228 enforces it), WARN when audit.broker_version is "
     "older than 4.2.",
     also=("WARN",),
+    impact=(
+        "A TV2 marker at the data epoch cannot be told apart from a late marker of the previous transaction: exactly "
+        "the hazard KIP-890 closes, where a delayed decision lands in the next transaction."
+    ),
+    action=(
+        "Check `audit.broker_version`: brokers before 4.2 do not enforce it (KIP-1228). Upgrade brokers to 4.2+ and "
+        "check the producer client is 4.0+."
+    ),
 )
 FENCE_ABORT = rule(
     "EPO-004",
@@ -45,6 +70,14 @@ FENCE_ABORT = rule(
     "6.3",
     "ABORT closing an open transaction one epoch above its data (two for TV2): a timeout abort or a new "
     "producer instance fenced the old one.",
+    impact=(
+        "The transaction was aborted by the coordinator, not by the producer: it timed out or a new instance with "
+        "the same transactional id fenced the old one. Its records are hidden from read_committed consumers."
+    ),
+    action=(
+        "If unexpected, raise the producer's `transaction.timeout.ms` or find the restart that fenced it; check the "
+        "application retried the aborted work."
+    ),
 )
 MARKER_EPOCH_JUMP = rule(
     "EPO-005",
@@ -53,6 +86,14 @@ MARKER_EPOCH_JUMP = rule(
     "6.3",
     "Marker epoch exceeds the transaction's data epoch by more than the coordinator ever bumps it (TV0/1: "
     "more than +1; TV2: more than +2).",
+    impact=(
+        "A marker epoch further ahead of the data than any coordinator bump suggests a marker written for another "
+        "transaction or a lost coordinator history."
+    ),
+    action=(
+        "Compare with the transactional id's `__transaction_state` records (`kafka-dump-log.sh "
+        "--transaction-log-decoder`) and check for admin aborts (`kafka-transactions.sh abort`)."
+    ),
 )
 EPOCH_SKIP = rule(
     "EPO-006",
@@ -61,6 +102,10 @@ EPOCH_SKIP = rule(
     "6.3",
     "A producer's epoch increases by more than one between consecutive entries on this partition "
     "(InitProducerId or fence bumps, TV2 empty aborts, or epochs used on other partitions only).",
+    impact=(
+        "Usually nothing: producer restarts, fence bumps, TV2 empty aborts, or epochs used only on other partitions."
+    ),
+    action="No action unless it comes with sequence or marker findings for the same producer.",
 )
 TXN_EPOCH_MAX = rule(
     "EPO-007",
@@ -69,6 +114,14 @@ TXN_EPOCH_MAX = rule(
     "6.3",
     "Transactional data at epoch 32767: the coordinator rotates the producer id before that, so clients never "
     "get it for transactional data (idempotent producers may legally reach it).",
+    impact=(
+        "The coordinator rotates the producer id before epoch 32767, so transactional data there was not "
+        "written by a normal transactional session, and the epoch cannot be bumped again to fence it."
+    ),
+    action=(
+        "Check the client library and whether a tool wrote the batches; compare with `__transaction_state` for the "
+        "producer id."
+    ),
 )
 
 

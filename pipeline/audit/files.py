@@ -27,6 +27,14 @@ FILE_NAMING = rule(
     "6.1",
     "A segment, index or snapshot file whose name is not a 20-digit zero-padded offset with a known suffix, "
     "or a leftover .cleaned/.swap/.deleted file.",
+    impact=(
+        "Files the broker does not recognise are ignored or deleted at load; leftover .cleaned/.swap/.deleted files "
+        "mean a cleaner run or deletion was interrupted."
+    ),
+    action=(
+        "Check that the copy did not rename files; leftovers are cleaned up by the broker at its next start, so only "
+        "a recurring pattern needs a look at the broker log."
+    ),
 )
 OFFSET_INDEX = rule(
     "SEG-004",
@@ -35,6 +43,14 @@ OFFSET_INDEX = rule(
     "6.1",
     ".index size not a multiple of 8, relative offsets not increasing, or an entry whose position does not "
     "start a batch whose last offset is the entry's offset (the broker rebuilds indexes, so WARN).",
+    impact=(
+        "A wrong offset index makes fetches start at the wrong position (slow scans or errors); the broker rebuilds "
+        "it after an unclean shutdown, so the data itself is intact."
+    ),
+    action=(
+        "Run `kafka-dump-log.sh --files SEGMENT.index --index-sanity-check`; if it persists, delete the `.index` "
+        "while the broker is stopped: at start it recovers the segment and rebuilds its indexes."
+    ),
 )
 TIME_INDEX = rule(
     "SEG-005",
@@ -42,6 +58,14 @@ TIME_INDEX = rule(
     "WARN",
     "6.1",
     ".timeindex size not a multiple of 12, timestamps not increasing, or an entry matching no batch.",
+    impact=(
+        "A wrong time index makes `offsetsForTimes` and time-based retention pick the wrong offsets; the data itself "
+        "is intact."
+    ),
+    action=(
+        "Run `kafka-dump-log.sh --files SEGMENT.timeindex --verify-index-only`; to repair, delete the `.timeindex` "
+        "and `.index` while the broker is stopped: at start it recovers the segment and rebuilds both."
+    ),
 )
 PARTITION_METADATA = rule(
     "SEG-006",
@@ -49,6 +73,14 @@ PARTITION_METADATA = rule(
     "WARN",
     "6.1",
     "partition.metadata not of the form `version: 0` / `topic_id: <uuid>`, or a zero topic id.",
+    impact=(
+        "A malformed file leaves the broker without the partition's topic id, which it checks against the "
+        "controller's to tell a live partition from a leftover of a deleted topic with the same name."
+    ),
+    action=(
+        "Compare the topic id with `kafka-topics.sh --describe --topic TOPIC`; a directory left from a deleted topic "
+        "should be removed."
+    ),
 )
 EPOCH_CHECKPOINT_FORMAT = rule(
     "LEP-001",
@@ -56,6 +88,14 @@ EPOCH_CHECKPOINT_FORMAT = rule(
     "ERROR",
     "6.1",
     "leader-epoch-checkpoint with a version other than 0, a count that differs from its lines, or a malformed line.",
+    impact=(
+        "The broker cannot read this leader-epoch-checkpoint and rebuilds or truncates using wrong epochs, which can "
+        "truncate a follower wrongly after a leader change."
+    ),
+    action=(
+        "Check whether the file was copied while the broker rewrote it (copy it again); otherwise compare "
+        "with the other replicas' checkpoints and report it with the broker version."
+    ),
 )
 
 

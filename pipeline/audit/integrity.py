@@ -28,6 +28,17 @@ TRUNCATED_TAIL = rule(
     "than every entry of the partition that could be read before it (nothing, or only a small part, of the "
     "partition decodes).",
     also=("WARN",),
+    impact=(
+        "The bytes after the last complete entry are not records: a broker that recovers this segment (after "
+        "an unclean shutdown) truncates it there and deletes the segments after it, and on an older segment "
+        "those held acknowledged records."
+    ),
+    action=(
+        "On the active segment after a crash this is expected; confirm the broker recovered (its log says the "
+        "segment was truncated). On an older segment compare the replica with another broker's copy and "
+        "`kafka-dump-log.sh --files SEGMENT.log`, which ends with `Found N invalid bytes at the end`; check the copy "
+        "was not taken mid-write."
+    ),
 )
 ENTRY_TOO_SMALL = rule(
     "FMT-002",
@@ -36,8 +47,31 @@ ENTRY_TOO_SMALL = rule(
     "6.1",
     "Entry size below the 14-byte legacy minimum, or a v2 batch shorter than its 61-byte header: the rest of "
     "the segment cannot be read.",
+    impact=(
+        "The broker cannot read past this entry: everything after it in the segment is unreadable and recovery "
+        "truncates it, losing those records on this replica."
+    ),
+    action=(
+        "Check whether the file was copied while the broker wrote it or damaged on disk; compare with another "
+        "replica. If only this replica is damaged, let it be rebuilt from the leader (delete the partition directory "
+        "on the stopped broker so it fetches it again)."
+    ),
 )
-BAD_MAGIC = rule("FMT-003", "BAD_MAGIC", "ERROR", "6.1", "Entry whose magic byte is not 0, 1 or 2.")
+BAD_MAGIC = rule(
+    "FMT-003",
+    "BAD_MAGIC",
+    "ERROR",
+    "6.1",
+    "Entry whose magic byte is not 0, 1 or 2.",
+    impact=(
+        "An entry that is not a Kafka batch cannot be iterated; the rest of the segment is unreadable to the broker "
+        "and to consumers reading from this replica."
+    ),
+    action=(
+        "Treat as file corruption: run `kafka-dump-log.sh --files SEGMENT.log` to see where it stops, compare with "
+        "another replica, and rebuild this replica from the leader if the others are intact."
+    ),
+)
 CRC_MISMATCH = rule(
     "FMT-004",
     "CRC_MISMATCH",
@@ -45,6 +79,15 @@ CRC_MISMATCH = rule(
     "6.1",
     "Stored CRC differs from the CRC-32C of attributes..end (CRC-32 for legacy entries). The header is still "
     "replayed (spec §6.0a.2).",
+    impact=(
+        "A batch whose bytes changed after the leader wrote them; recovery truncates the segment at it, and "
+        "consumers that check CRCs (`check.crcs`, on by default) fail on it."
+    ),
+    action=(
+        "Compare the batch with the same offsets on another replica (`kafka-dump-log.sh --files SEGMENT.log` shows "
+        "`isvalid: false`). Look for disk or filesystem errors on the broker; rebuild the replica from a healthy "
+        "one."
+    ),
 )
 ATTRIBUTE_INVALID = rule(
     "FMT-005",
@@ -54,6 +97,15 @@ ATTRIBUTE_INVALID = rule(
     "Compression codec id above 4 (ERROR); unused attribute bits 7-15 set, or the delete-horizon bit on a "
     "topic not configured as compacted (WARN).",
     also=("WARN",),
+    impact=(
+        "An unknown codec makes the batch undecodable for every consumer; stray attribute bits mean the batch was "
+        "not written by a Kafka broker as it stands, or a compacted topic was not configured as one for the audit."
+    ),
+    action=(
+        "For WARN on the delete-horizon bit, check the topic's `cleanup.policy` (`kafka-configs.sh --describe "
+        "--entity-type topics --entity-name TOPIC`) and add it to `audit.compacted_topics`. Otherwise treat as "
+        "corruption and compare with another replica."
+    ),
 )
 RECORD_STRUCTURE = rule(
     "FMT-006",
@@ -65,6 +117,15 @@ RECORD_STRUCTURE = rule(
     "below -1, a negative header count, bytes left after recordsCount records or fewer records than that, or "
     "offset deltas that do not increase or exceed lastOffsetDelta. Not raised for a batch whose CRC already "
     "fails (FMT-004), nor when ingest ran with verify_records off.",
+    impact=(
+        'Consumers fail to deserialize this batch (`CorruptRecordException`, "Incorrect declared batch size") and '
+        "stop on the partition until they skip the offset."
+    ),
+    action=(
+        "Dump the batch with `kafka-dump-log.sh --files SEGMENT.log --deep-iteration` and compare with another "
+        "replica; if the leader copy is also broken, the producer client (or a proxy) wrote a bad batch: identify it "
+        "by producer id and upgrade or fix it."
+    ),
 )
 COUNT_INCONSISTENT = rule(
     "FMT-007",
@@ -74,6 +135,14 @@ COUNT_INCONSISTENT = rule(
     "Record count negative, different from lastOffsetDelta + 1 on a non-compacted topic, or above it on a "
     "compacted one (ERROR); zero records on a non-compacted topic (WARN).",
     also=("WARN",),
+    impact=(
+        "The record count disagrees with the offset range the batch claims, so offsets and record iteration diverge: "
+        "consumers may see missing or phantom records; a leader rejects such batches from clients."
+    ),
+    action=(
+        "If the topic is compacted, add it to `audit.compacted_topics` (count below the range is legal there). "
+        "Otherwise dump the batch with `--deep-iteration` and compare replicas."
+    ),
 )
 MAX_TIMESTAMP = rule(
     "FMT-008",
@@ -82,6 +151,14 @@ MAX_TIMESTAMP = rule(
     "6.1",
     "A non-empty CreateTime batch whose maxTimestamp is not the largest timestamp of its records (the leader "
     "and the cleaner always set it to that). Needs record verification at ingest and readable records.",
+    impact=(
+        "Time-based lookups (`offsetsForTimes`, the `.timeindex`) and time-based retention use maxTimestamp; a wrong "
+        "value makes them find the wrong offset or keep or delete the segment at the wrong time."
+    ),
+    action=(
+        "Check the producer client that wrote it (by producer id) and whether a proxy rewrites batches; the broker "
+        "itself always sets it."
+    ),
 )
 PRODUCER_FIELDS = rule(
     "FMT-009",
@@ -92,6 +169,14 @@ PRODUCER_FIELDS = rule(
     "with a negative epoch, client data with a producer id and no sequence (ERROR); no producer id but an "
     "epoch or a sequence (WARN).",
     also=("WARN",),
+    impact=(
+        "Producer fields the broker never writes together break producer-state replay: the broker cannot reload this "
+        "log consistently, and idempotence or transaction guarantees do not hold for these batches."
+    ),
+    action=(
+        "Identify the writer (producer id, client version) and the broker version that accepted it; compare with "
+        "another replica to rule out corruption."
+    ),
 )
 CONTROL_BATCH_SHAPE = rule(
     "FMT-010",
@@ -103,6 +188,16 @@ CONTROL_BATCH_SHAPE = rule(
     "type on a topic partition. A control batch with zero records alone is INFO on compacted topics and "
     "WARN otherwise.",
     also=("WARN", "INFO"),
+    impact=(
+        "A control batch that does not look like a broker-written marker may not close the transaction it should, or "
+        "close one it should not; consumers skip control batches, so they never see the problem themselves. An empty "
+        "control batch on a non-compacted topic means a marker's record was removed."
+    ),
+    action=(
+        "For a zero-record control batch, check whether the topic is compacted (add it to `audit.compacted_topics`). "
+        "Otherwise dump the batch with `kafka-dump-log.sh --deep-iteration` and compare replicas; a KRaft control "
+        "type on a topic partition points at a misrouted or corrupted file."
+    ),
 )
 OFFSETS_NOT_INCREASING = rule(
     "FMT-011",
@@ -110,6 +205,14 @@ OFFSETS_NOT_INCREASING = rule(
     "ERROR",
     "6.1",
     "A batch starts at or below the last offset of the batch before it (within or across segments).",
+    impact=(
+        "Offsets that go backwards make two records share an offset: consumers can skip or reread records, and "
+        "followers fail with `OffsetsOutOfOrderException` and drop out of the ISR (KAFKA-19407)."
+    ),
+    action=(
+        "Compare the leader's and followers' segments for the partition; check for an unclean leader election or a "
+        "copied-in segment. Report the broker version if the leader itself wrote it."
+    ),
 )
 OFFSET_GAP = rule(
     "FMT-012",
@@ -118,6 +221,14 @@ OFFSET_GAP = rule(
     "6.1",
     "A batch starts more than one offset after the previous batch ends, on a topic not configured as "
     "compacted (legal after compaction).",
+    impact=(
+        "Missing offsets on a non-compacted topic mean batches were removed from the middle of the log (lost "
+        "records), unless the topic is in fact compacted."
+    ),
+    action=(
+        "Check `cleanup.policy` of the topic and add it to `audit.compacted_topics` if it is compacted; otherwise "
+        "compare with another replica to find the missing batches."
+    ),
 )
 LEADER_EPOCH_REGRESSION = rule(
     "FMT-013",
@@ -126,6 +237,15 @@ LEADER_EPOCH_REGRESSION = rule(
     "6.1",
     "partitionLeaderEpoch decreases along the log (ERROR), or is -1 on a client topic (WARN).",
     also=("WARN",),
+    impact=(
+        "Leader epochs drive follower truncation after a leader change; a regression means a stale leader wrote "
+        "after a newer one, and replicas may have diverged (records lost or different on different brokers)."
+    ),
+    action=(
+        "Check the controller and broker logs around the offsets for an unclean leader election "
+        "(`unclean.leader.election.enable`) and compare all replicas of the partition; -1 on a client topic points "
+        "at a pre-0.11 writer or a rewritten file."
+    ),
 )
 SEGMENT_BASE = rule(
     "SEG-002",
@@ -135,6 +255,14 @@ SEGMENT_BASE = rule(
     "A segment's first batch ends below the segment's base offset (ERROR), or starts above it on a "
     "non-compacted topic for a segment other than the first (WARN).",
     also=("WARN",),
+    impact=(
+        "A segment whose first batch lies outside its name's offset breaks offset lookups: fetches for those offsets "
+        "go to the wrong segment or fail."
+    ),
+    action=(
+        "Dump the segment (`kafka-dump-log.sh --files SEGMENT.log`) and compare its first batch with the file name "
+        "and the previous segment; check the topic's `cleanup.policy` for the WARN case."
+    ),
 )
 SEGMENT_OVERLAP = rule(
     "SEG-003",
@@ -142,6 +270,11 @@ SEGMENT_OVERLAP = rule(
     "ERROR",
     "6.1",
     "The last batch of a segment reaches the base offset of the next segment.",
+    impact=(
+        "Overlapping segments hold the same offsets twice: fetches may return either copy, and the broker's recovery "
+        "treats the log as corrupt."
+    ),
+    action="Compare with another replica and look for segments copied in by hand or an interrupted log-cleaner swap.",
 )
 
 

@@ -22,6 +22,14 @@ EPOCH_CHECKPOINT_ORDER = rule(
     "ERROR",
     "6.1",
     "leader-epoch-checkpoint entries whose epochs or start offsets do not increase strictly from line to line.",
+    impact=(
+        "Out-of-order epoch entries make leader-epoch lookups (OffsetsForLeaderEpoch) answer wrongly, so followers "
+        "may truncate committed records or keep divergent ones."
+    ),
+    action=(
+        "Compare with the other replicas' checkpoints and look for an unclean leader election; if only this "
+        "replica's file is wrong, rebuild the replica from the leader."
+    ),
 )
 EPOCH_CHECKPOINT_VS_LOG = rule(
     "LEP-003",
@@ -33,6 +41,14 @@ EPOCH_CHECKPOINT_VS_LOG = rule(
     "WARN: the file is flushed asynchronously and truncation rewrites it. An epoch with no batch at all is "
     "fine (a leader that wrote nothing), and so is an entry moved up to the log start by retention, which "
     "may fall inside a batch.",
+    impact=(
+        "A checkpoint that disagrees with the log gives followers a wrong truncation point after a leader change; it "
+        "is often only a checkpoint that was not flushed yet."
+    ),
+    action=(
+        "Re-check after the broker has flushed (a later copy); if it persists, compare the replicas' logs at the "
+        "epoch's start offset."
+    ),
 )
 
 

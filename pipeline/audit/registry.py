@@ -1,6 +1,7 @@
 """The one registry of audit rules, the checks that fire them, and the frames the checks read.
 
-A rule (`rule(...)`) is a code, a name, severities, a spec section and a description. Its checks are plain
+A rule (`rule(...)`) is a code, a name, severities, a spec section, a description, why a finding matters
+(`impact`) and what an operator does about it (`action`). Its checks are plain
 functions registered with `@check(RULE, on=FRAME)`: each returns a `Fires` (the condition, the message and
 the evidence, as Spark columns) evaluated on every row of one frame. A frame (`@frame(name)`) builds the
 DataFrame those rows come from, out of the audit's materialised state. The engine iterates this registry:
@@ -56,6 +57,8 @@ class Rule:
     severity: str  # the rule's main severity; `also` lists the others it can take
     section: str
     description: str
+    impact: str  # why a finding matters: what consumers or operators suffer
+    action: str  # the operator's next step: what to check, which tool to run
     also: tuple[str, ...] = field(default=())
     checks: list[Check] = field(default_factory=list, compare=False, repr=False)
 
@@ -63,6 +66,8 @@ class Rule:
         for severity in (self.severity, *self.also):
             if severity not in SEVERITY_RANK:
                 raise ValueError(f"{self.code}: unknown severity {severity}")
+        if not self.impact.strip() or not self.action.strip():
+            raise ValueError(f"{self.code}: a rule says why it matters (impact) and what to do (action)")
 
     @property
     def severities(self) -> tuple[str, ...]:
@@ -90,11 +95,21 @@ FRAMES: dict[str, Frame] = {}
 CHECKS: dict[str, list[Check]] = {}  # by frame name, in registration order
 
 
-def rule(code: str, name: str, severity: str, section: str, description: str, also: tuple[str, ...] = ()) -> Rule:
+def rule(
+    code: str,
+    name: str,
+    severity: str,
+    section: str,
+    description: str,
+    also: tuple[str, ...] = (),
+    *,
+    impact: str,
+    action: str,
+) -> Rule:
     """Register a rule once; registering the same code twice is a programming error."""
     if code in RULES:
         raise ValueError(f"rule {code} registered twice")
-    registered = Rule(code, name, severity, section, description, tuple(also))
+    registered = Rule(code, name, severity, section, description, impact, action, tuple(also))
     RULES[code] = registered
     return registered
 

@@ -22,6 +22,15 @@ OUT_OF_ORDER = rule(
     "Known producer, same epoch, non-empty window, not a duplicate, and the base sequence does not follow "
     "the last sequence written (int32 wraparound allowed). Batches after a forward gap are judged against "
     "the gap's end. When the producer was silent for the producer-id expiry interval this is SEQ-007.",
+    impact=(
+        "A sequence gap means batches the producer sent are not on this replica (lost records), or the broker "
+        "accepted an out-of-order write it should have rejected with OUT_OF_ORDER_SEQUENCE_NUMBER."
+    ),
+    action=(
+        "Find the producer by id (`kafka-transactions.sh describe-producers --topic T --partition N`) and check its "
+        "client logs for OutOfOrderSequence errors around the offset; check producer config `enable.idempotence`, "
+        "`max.in.flight.requests.per.connection` (at most 5) and `acks=all`, and compare with other replicas."
+    ),
 )
 NOT_ZERO_AFTER_EMPTY_WINDOW = rule(
     "SEQ-002",
@@ -31,6 +40,14 @@ NOT_ZERO_AFTER_EMPTY_WINDOW = rule(
     "Known producer, same epoch, but its window was cleared inside the audited range (a marker bumped the "
     "epoch) and the next data batch does not start at sequence 0. When the run began with the producer's "
     "first retained entry this is SEQ-006 instead (§6.0a.4); on TV2 producers it is SEQ-009.",
+    impact=(
+        "After an epoch bump the producer must restart at sequence 0; a non-zero start means records at the lower "
+        "sequences are missing or the broker skipped its sequence check."
+    ),
+    action=(
+        "Check the producer client version and its logs around the epoch bump; compare with other replicas for "
+        "missing batches."
+    ),
 )
 NOT_ZERO_ON_NEW_EPOCH = rule(
     "SEQ-003",
@@ -38,6 +55,14 @@ NOT_ZERO_ON_NEW_EPOCH = rule(
     "ERROR",
     "6.2",
     "Known producer writes data at a higher epoch that does not start at sequence 0.",
+    impact=(
+        "A new epoch that does not start at sequence 0 means the first batches of the new producer session are "
+        "missing, or the broker accepted a write it should have rejected."
+    ),
+    action=(
+        "Look up the producer (`kafka-transactions.sh describe-producers`) and its client logs around the bump; "
+        "compare replicas for missing batches."
+    ),
 )
 DUPLICATE_BATCH = rule(
     "SEQ-004",
@@ -48,6 +73,15 @@ DUPLICATE_BATCH = rule(
     "batches of its epoch on this partition: the broker would have answered with the cached offsets, so the "
     "records are on disk twice. WARN when the producer was silent for the expiry interval before it.",
     also=("WARN",),
+    impact=(
+        "The same records are on disk twice: every consumer, including read_committed ones, receives them twice. "
+        "Idempotence did not hold (WARN: the producer's state may have expired, which allows it)."
+    ),
+    action=(
+        "Check the producer config: `enable.idempotence=true`, `max.in.flight.requests.per.connection` at most 5 "
+        "(the broker caches 5 batches; a hard error from client 4.0, KAFKA-17927) and the broker version; for WARN "
+        "compare the silence with `producer.id.expiration.ms`. Downstream, deduplicate the batch's offsets."
+    ),
 )
 OVERLAPPING_RANGE = rule(
     "SEQ-005",
@@ -60,6 +94,11 @@ OVERLAPPING_RANGE = rule(
     "overlap the broker would have kept its older position, so a batch that continues the overlapping one "
     "is reported as overlapping too: its records are duplicated on disk all the same.",
     also=("ERROR",),
+    impact="Part of a retried batch was written twice: the overlapping records are duplicated for every consumer.",
+    action=(
+        "Find the client (by producer id) and check whether it re-batches on retry (an old or third-party client); "
+        "keep `max.in.flight.requests.per.connection` at most 5. Downstream, deduplicate the overlapping offsets."
+    ),
 )
 FIRST_SEEN_NONZERO = rule(
     "SEQ-006",
@@ -68,6 +107,14 @@ FIRST_SEEN_NONZERO = rule(
     "6.2",
     "First batch of a producer in the audited range (history deleted or compacted before it) does not start "
     "at sequence 0; brokers since 2.5 accept any sequence from an unknown producer.",
+    impact=(
+        "Usually nothing: the producer's earlier batches were deleted by retention, compaction or DeleteRecords "
+        "before the audited range, and brokers since 2.5 accept any sequence from an unknown producer."
+    ),
+    action=(
+        "No action unless the producer's history should still be in the log; then check retention and log start "
+        "offset of the partition."
+    ),
 )
 RESUME_AFTER_EXPIRY = rule(
     "SEQ-007",
@@ -76,6 +123,14 @@ RESUME_AFTER_EXPIRY = rule(
     "6.2",
     "Producer reappears after a silence of at least producer.id.expiration.ms with a sequence that is "
     "neither the next one nor 0: its state may have expired, so retried duplicates cannot be excluded.",
+    impact=(
+        "The producer's state may have expired on the broker during its silence, after which any sequence is "
+        "accepted: retried duplicates cannot be ruled out."
+    ),
+    action=(
+        "Compare the silence with `producer.id.expiration.ms` (`audit.producer_id_expiration_ms`); for low-traffic "
+        "producers raise the expiry or use transactions, and check consumers for duplicates around the offset."
+    ),
 )
 SEQUENCE_WRAP = rule(
     "SEQ-008",
@@ -83,6 +138,8 @@ SEQUENCE_WRAP = rule(
     "INFO",
     "6.2",
     "Sequence wraps from 2147483647 to 0, inside a batch or between two batches (legal).",
+    impact="Nothing: the sequence wrapped from 2147483647 to 0 as Kafka allows.",
+    action="No action.",
 )
 TV2_TXN_FIRST_SEQ = rule(
     "SEQ-009",
@@ -91,6 +148,14 @@ TV2_TXN_FIRST_SEQ = rule(
     "6.2",
     "Transactions V2 producer (configured or inferred): the first data batch of a transaction does not "
     "start at sequence 0, although every TV2 transaction runs at a fresh epoch.",
+    impact=(
+        "Under Transactions V2 every transaction starts at a fresh epoch and sequence 0; a non-zero start means the "
+        "transaction's first batches are missing or a wrong client/broker pairing wrote them."
+    ),
+    action=(
+        "Check the producer client version (4.0+ for TV2) and the cluster's `transaction.version` feature "
+        "(`kafka-features.sh describe`); set `audit.transaction_version` if the inference was wrong."
+    ),
 )
 
 

@@ -25,6 +25,11 @@ SNAPSHOT_CORRUPT = rule(
     "6.6",
     "Snapshot file with a version other than 1, a CRC-32C mismatch, a truncated entry array or trailing bytes: "
     "the broker deletes it and falls back to an older snapshot or a full rebuild.",
+    impact=(
+        "The broker deletes a corrupt snapshot and falls back to an older one or a full rebuild: slower start, and "
+        "producer state may be rebuilt from less history."
+    ),
+    action="Check the copy was complete; no action on the broker, which discards it.",
 )
 SNAPSHOT_STRAY = rule(
     "SNP-002",
@@ -35,6 +40,10 @@ SNAPSHOT_STRAY = rule(
     "the log start (INFO); or lies above the log end (WARN). The broker removes such files at load. The log "
     "start here is the first retained offset, so a snapshot exactly at it is not reported.",
     also=("WARN",),
+    impact="Stray snapshots are removed by the broker at load; one above the log end points at a truncated log.",
+    action=(
+        "For WARN, check whether the log was truncated after the snapshot (unclean leader election, a partial copy)."
+    ),
 )
 SNAPSHOT_DIVERGES = rule(
     "SNP-003",
@@ -48,6 +57,15 @@ SNAPSHOT_DIVERGES = rule(
     "snapshot lacks may have expired (INFO); one the snapshot has whose data lies below the log start is not "
     "compared.",
     also=("WARN", "INFO"),
+    impact=(
+        "A broker that loads this snapshot starts from producer state the log does not support: wrong epoch or open "
+        "transaction leads to fenced producers or a stuck LSO after restart."
+    ),
+    action=(
+        "Compare with `kafka-dump-log.sh --files OFFSET.snapshot`; if the snapshot is wrong, stop the broker "
+        "and delete the partition's `.snapshot` files: after a clean shutdown it then starts with empty "
+        "producer state, losing only duplicate detection for retries in flight."
+    ),
 )
 PHANTOM_OPEN_TXN = rule(
     "SNP-004",
@@ -57,6 +75,15 @@ PHANTOM_OPEN_TXN = rule(
     "Snapshot entry with an open transaction starting at F (at or above the log start) while the log has no "
     "transactional batch of that producer at F, or has its marker between F and the snapshot offset: the "
     "broker would load a transaction that never closes and the LSO would stick.",
+    impact=(
+        "The broker would load a transaction that no marker closes: the LSO sticks after restart and read_committed "
+        "consumers stop."
+    ),
+    action=(
+        "Stop the broker, delete the partition's `.snapshot` files and restart it (the known remedy: after a "
+        "clean shutdown it starts with empty producer state), or abort the phantom transaction with "
+        "`kafka-transactions.sh abort --start-offset F`."
+    ),
 )
 SNAPSHOT_OPEN_TXN_CLOSED_LATER = rule(
     "SNP-005",
@@ -64,6 +91,8 @@ SNAPSHOT_OPEN_TXN_CLOSED_LATER = rule(
     "INFO",
     "6.6",
     "Snapshot with an open transaction that the log closes with a marker after the snapshot offset (normal).",
+    impact="Nothing: the snapshot was taken while the transaction was open and the log closes it later.",
+    action="No action.",
 )
 
 _COMPARED = ("producer_epoch", "last_sequence", "last_offset", "offset_delta", "coordinator_epoch")

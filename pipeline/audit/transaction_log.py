@@ -43,6 +43,11 @@ KEY_VERSION = rule(
     "WARN",
     "6.7",
     "A __transaction_state key version other than 0; the coordinator skips such records on load.",
+    impact="The coordinator skips records with an unknown key version at load: that transactional id's state is lost.",
+    action=(
+        "Check which broker version wrote the `__transaction_state` partition and whether brokers of mixed versions "
+        "share the cluster."
+    ),
 )
 VALUE_VERSION = rule(
     "TSL-002",
@@ -53,6 +58,14 @@ VALUE_VERSION = rule(
     "4.0: the spec's condition (written while transaction.version = 0) is not in the log, and a broker before 4.0 "
     "has no transaction.version to raise.",
     also=("INFO",),
+    impact=(
+        "An unknown value version makes the coordinator fail to load the record; a version-1 value on an older "
+        "broker points at a downgrade."
+    ),
+    action=(
+        "Check the broker versions and the `transaction.version` feature (`kafka-features.sh describe`); set "
+        "`audit.broker_version`."
+    ),
 )
 STATUS_INVALID = rule(
     "TSL-003",
@@ -60,6 +73,14 @@ STATUS_INVALID = rule(
     "ERROR",
     "6.7",
     "A transaction status outside 0-7, or Dead (6) / PrepareEpochFence (7), which are never persisted.",
+    impact=(
+        "Dead and PrepareEpochFence are never persisted; such a status means a corrupt record the coordinator cannot "
+        "load."
+    ),
+    action=(
+        "Dump the record with `kafka-dump-log.sh --transaction-log-decoder` and compare replicas of the "
+        "`__transaction_state` partition."
+    ),
 )
 EMPTY_SHAPE = rule(
     "TSL-004",
@@ -68,6 +89,11 @@ EMPTY_SHAPE = rule(
     "6.7",
     "An Empty record with partitions or a start timestamp other than -1. An empty partition array is accepted "
     "like a null one: kafka-dump-log text prints both alike.",
+    impact=(
+        "An Empty record with partitions or a start time is a state the coordinator never writes; loading it gives "
+        "the id a wrong transaction."
+    ),
+    action="Dump the record with `kafka-dump-log.sh --transaction-log-decoder` and compare replicas.",
 )
 COMPLETE_SHAPE = rule(
     "TSL-005",
@@ -77,6 +103,11 @@ COMPLETE_SHAPE = rule(
     "CompleteCommit/CompleteAbort with partitions or a start timestamp of -1; Ongoing/Prepare* without "
     "partitions (ERROR), except a TV2 PrepareAbort of an empty transaction (INFO).",
     also=("INFO",),
+    impact=(
+        "A Complete* with partitions or an Ongoing/Prepare* without them is a state the coordinator never writes; "
+        "the reloaded coordinator may send markers to the wrong partitions."
+    ),
+    action="Dump the id's records with `kafka-dump-log.sh --transaction-log-decoder` and compare replicas.",
 )
 ILLEGAL_TRANSITION = rule(
     "TSL-006",
@@ -84,6 +115,14 @@ ILLEGAL_TRANSITION = rule(
     "ERROR",
     "6.7",
     "Consecutive uncleaned records of one transactional id whose states are not a valid transition (spec §5.2).",
+    impact=(
+        "An illegal state change means coordinator records are missing or were written out of order: the "
+        "transaction's outcome on its partitions may not match."
+    ),
+    action=(
+        "Check for a coordinator failover (the partition's leader epochs) and compare replicas; check the affected "
+        "partitions' markers (XTX findings)."
+    ),
 )
 EPOCH_TRANSITION = rule(
     "TSL-007",
@@ -93,6 +132,14 @@ EPOCH_TRANSITION = rule(
     "Producer id / epoch change that §5.3 does not allow: Empty not at the same epoch, +1, or a new producer id "
     "at 0; Ongoing or Complete* changing them (except TV2 overflow to the next producer id at 0); Prepare* not "
     "at the same epoch (TV0/1) or +1 (TV2), or not +1 (TV0/1) / +2 (TV2) for a fence or timeout abort.",
+    impact=(
+        "Epochs drive fencing; an epoch or producer-id change the coordinator never makes means a stale coordinator "
+        "or missing records, so zombies may not be fenced."
+    ),
+    action=(
+        "Compare the id's history across replicas of the `__transaction_state` partition and check for unclean "
+        "leader elections there."
+    ),
 )
 PARTITION_SET = rule(
     "TSL-008",
@@ -101,6 +148,14 @@ PARTITION_SET = rule(
     "6.7",
     "Ongoing followed by Ongoing whose partitions are not a superset, or Prepare* whose partitions differ from "
     "the preceding Ongoing record's.",
+    impact=(
+        "The coordinator sends markers to the partitions of its Prepare* record; if they differ from the Ongoing "
+        "set, some partitions get no marker and their transactions hang."
+    ),
+    action=(
+        "Check the partitions left out for open transactions (LSO-002, XTX-002) and abort them with "
+        "`kafka-transactions.sh abort`."
+    ),
 )
 TIMEOUT_CHANGED = rule(
     "TSL-009",
@@ -108,6 +163,11 @@ TIMEOUT_CHANGED = rule(
     "ERROR",
     "6.7",
     "The transaction timeout changes on a transition other than to Empty (InitProducerId).",
+    impact=(
+        "The timeout is fixed between InitProducerId calls; a change mid-transaction means corrupt or mixed records, "
+        "and timeout aborts fire at the wrong time."
+    ),
+    action="Dump the id's records with `kafka-dump-log.sh --transaction-log-decoder` and compare replicas.",
 )
 TIMEOUT_TOO_LARGE = rule(
     "TSL-010",
@@ -116,6 +176,14 @@ TIMEOUT_TOO_LARGE = rule(
     "6.7",
     "A transaction timeout above audit.transaction_max_timeout_ms (transaction.max.timeout.ms) that is not the "
     "two-phase-commit value Integer.MAX_VALUE; reported once per id and timeout value.",
+    impact=(
+        "A timeout above `transaction.max.timeout.ms` should have been refused; such a transaction can keep the LSO "
+        "back longer than the cluster allows."
+    ),
+    action=(
+        "Check the producer's `transaction.timeout.ms` and the broker's `transaction.max.timeout.ms` (set "
+        "`audit.transaction_max_timeout_ms` to the cluster's value)."
+    ),
 )
 TIME_REGRESSION = rule(
     "TSL-011",
@@ -123,6 +191,11 @@ TIME_REGRESSION = rule(
     "WARN",
     "6.7",
     "The last-update timestamp of a transactional id goes backwards from one record to the next.",
+    impact=(
+        "Expiry of transactional ids uses the last-update time; going backwards points at a coordinator with a "
+        "skewed clock, which can expire ids early or late."
+    ),
+    action="Check the clocks (NTP) of the brokers that led the `__transaction_state` partition.",
 )
 STUCK_STATE = rule(
     "TSL-012",
@@ -131,6 +204,14 @@ STUCK_STATE = rule(
     "6.7",
     "The last record of an id is Ongoing past its start + timeout + 10 s, or Prepare* with no Complete* for more "
     "than 5 minutes, at the reference time (--reference-time, else the partition's newest timestamp).",
+    impact=(
+        "The coordinator should have aborted or completed this transaction long ago: it is down, the partition is "
+        "offline, or markers keep failing, and the transaction's partitions have a stuck LSO."
+    ),
+    action=(
+        "Check the transactional id with `kafka-transactions.sh describe --transactional-id ID` and the coordinator "
+        "broker's log; abort stuck partitions with `kafka-transactions.sh abort`."
+    ),
 )
 EARLY_EXPIRY = rule(
     "TSL-013",
@@ -139,6 +220,14 @@ EARLY_EXPIRY = rule(
     "6.7",
     "A tombstone for an id whose previous record is not expirable (Ongoing, Prepare*), or that was updated less "
     "than audit.transactional_id_expiration_ms before the tombstone's batch timestamp.",
+    impact=(
+        "An id expired while a transaction was open or before its expiry time: its producer loses fencing, and open "
+        "transactions of the id can hang."
+    ),
+    action=(
+        "Compare the gap with `transactional.id.expiration.ms` (`audit.transactional_id_expiration_ms`) and check "
+        "coordinator clocks; look for hanging transactions of the id's producer (LSO-002)."
+    ),
 )
 PID_SHARED = rule(
     "TSL-014",
@@ -147,6 +236,14 @@ PID_SHARED = rule(
     "6.7",
     "The same producer id is the current producer id of two transactional ids (latest record of each id, "
     "across all partitions of the cluster's __transaction_state topic).",
+    impact=(
+        "Fencing is keyed by producer id on every partition: two transactional ids on one producer id fence each "
+        "other and can commit or abort each other's data."
+    ),
+    action=(
+        "Stop the producers of both ids and compare replicas of the `__transaction_state` partitions; producer ids "
+        "come from unique blocks, so report it with the broker versions."
+    ),
 )
 BATCH_ATTRIBUTES = rule(
     "TSL-015",
@@ -154,6 +251,13 @@ BATCH_ATTRIBUTES = rule(
     "WARN",
     "6.7",
     "A __transaction_state batch that is transactional, compressed, or carries a producer id other than -1.",
+    impact=(
+        "The coordinator writes `__transaction_state` uncompressed and without a producer id; other batches were not "
+        "written by it."
+    ),
+    action=(
+        "Check that no client produces to `__transaction_state` and that the copy is not mixed up with another topic."
+    ),
 )
 
 

@@ -21,6 +21,14 @@ NON_TXN_IN_OPEN_TXN = rule(
     "6.4",
     "A producer with an open transaction writes a non-transactional data batch; broker recovery of this log "
     "fails on it (the check throws for every append origin).",
+    impact=(
+        "Non-transactional data inside an open transaction is visible to read_committed consumers before the "
+        "decision, and the broker fails to reload this log (the check throws during recovery too)."
+    ),
+    action=(
+        "Find the client (by producer id) mixing transactional and plain sends on one producer; a broker that cannot "
+        "start on this log needs the replica rebuilt from a healthy one."
+    ),
 )
 TRANSACTIONS_MERGED = rule(
     "TXN-002",
@@ -29,6 +37,14 @@ TRANSACTIONS_MERGED = rule(
     "6.4",
     "A producer's open transaction receives transactional data at a higher epoch before any marker: two "
     "transactions share one marker (the KIP-890 hazard).",
+    impact=(
+        "Two transactions share one marker: data of an aborted (or undecided) transaction is committed with the next "
+        "one, or committed data is aborted with it (the KIP-890 hazard)."
+    ),
+    action=(
+        "Upgrade brokers to 3.6+ with `transaction.partition.verification.enable=true` (KIP-890 part 1) and clients "
+        "to 4.0+ on TV2; check consumers of the affected offsets for records of an aborted transaction."
+    ),
 )
 EMPTY_TRANSACTION_MARKER = rule(
     "TXN-003",
@@ -37,6 +53,11 @@ EMPTY_TRANSACTION_MARKER = rule(
     "6.4",
     "Marker for a producer with no open transaction on this partition (nothing written after the partition "
     "was added, a re-sent marker, a TV2 retry or an admin abort). Listed in `transactions` as EMPTY.",
+    impact=(
+        "Usually nothing: a partition was added but not written, a marker was re-sent, a TV2 retry (KAFKA-19999) or "
+        "an admin abort. It still takes an offset, which lag counters see."
+    ),
+    action="No action.",
 )
 COORDINATOR_EPOCH_REGRESSION = rule(
     "TXN-004",
@@ -45,6 +66,15 @@ COORDINATOR_EPOCH_REGRESSION = rule(
     "6.4",
     "Marker whose coordinator epoch is lower than that of an earlier marker of the producer on this "
     "partition: a zombie coordinator's marker.",
+    impact=(
+        "A marker from an older coordinator (a zombie after failover) was written after a newer one's: the older "
+        "decision may contradict the newer one."
+    ),
+    action=(
+        "Check the `__transaction_state` partition's leadership history around the marker and the broker version: "
+        "KAFKA-9144 (fixed in 2.5) let producer state expire early so coordinator epochs regressed and transactions "
+        "hung."
+    ),
 )
 LONG_TRANSACTION = rule(
     "TXN-005",
@@ -53,6 +83,14 @@ LONG_TRANSACTION = rule(
     "6.4",
     "Committed transaction whose data spans (first data batch timestamp to marker timestamp) longer than "
     "transaction.max.timeout.ms plus the 10 s abort check interval: the coordinator should have aborted it.",
+    impact=(
+        "A transaction committed after it should have timed out: the LSO was held back that long, and read_committed "
+        "consumers waited for it."
+    ),
+    action=(
+        "Check broker and client clocks (CreateTime is client time) or whether the topic uses LogAppendTime; compare "
+        "with the producer's `transaction.timeout.ms` and `transaction.max.timeout.ms`."
+    ),
 )
 PID_MIXED_MODES = rule(
     "TXN-006",
@@ -61,6 +99,14 @@ PID_MIXED_MODES = rule(
     "6.4",
     "The same producer id writes both non-transactional and transactional batches; reported once, at the "
     "first batch whose mode differs from the producer's earlier batches.",
+    impact=(
+        "A producer id is allocated per producer session; one id writing both plain and transactional data suggests "
+        "id reuse or corruption, which breaks fencing and duplicate detection."
+    ),
+    action=(
+        "Find the clients behind the producer id; check for a client that reuses producer ids, or compare with "
+        "another replica."
+    ),
 )
 COMMIT_THEN_ABORT_SAME_EPOCH = rule(
     "TXN-007",
@@ -68,6 +114,14 @@ COMMIT_THEN_ABORT_SAME_EPOCH = rule(
     "WARN",
     "6.4",
     "TV2 producer with two markers of different types at the same epoch and no data between them.",
+    impact=(
+        "Under TV2 a second marker at the same epoch can only be a retry of the same decision; one of a different "
+        "type means the transaction's outcome on this partition is ambiguous."
+    ),
+    action=(
+        "Compare with the Prepare* record of the producer in `__transaction_state` and with other partitions of the "
+        "transaction."
+    ),
 )
 
 

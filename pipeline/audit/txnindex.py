@@ -37,6 +37,16 @@ MISSING_ABORT_ENTRY = rule(
     "ABORT marker closing a transaction with retained data, and no entry with its producer id and marker "
     "offset in the .txnindex of the segment holding the marker: read_committed consumers see the aborted "
     "records.",
+    impact=(
+        "The .txnindex is the only thing that hides aborted data: without the entry, read_committed consumers "
+        "receive the aborted records."
+    ),
+    action=(
+        "Compare with `kafka-dump-log.sh --files SEGMENT.txnindex` and check consumers of the offsets for aborted "
+        "records; to repair, stop the broker, delete the segment's `.index` and `.txnindex` and start it: a missing "
+        "offset index makes it recover the segment, which rebuilds its indexes (or rebuild the replica from a "
+        "healthy one)."
+    ),
 )
 WRONG_FIRST_OFFSET = rule(
     "IDX-002",
@@ -46,6 +56,15 @@ WRONG_FIRST_OFFSET = rule(
     "Entry for the ABORT marker whose first offset differs from the aborted transaction's first offset "
     "(higher: leading aborted batches are visible; lower: committed batches of the producer may be hidden). "
     "Not raised when the entry's first offset lies below the log start (the beginning was deleted).",
+    impact=(
+        "With a first offset too high, the leading aborted batches are visible to read_committed consumers; too low, "
+        "committed batches of the producer before it are hidden."
+    ),
+    action=(
+        "Compare `kafka-dump-log.sh --files SEGMENT.txnindex` with the transaction; to repair, as for IDX-001, stop "
+        "the broker, delete the segment's `.index` and `.txnindex` and start it: a missing offset index makes it "
+        "recover the segment, which rebuilds its indexes (or rebuild the replica from a healthy one)."
+    ),
 )
 ORPHAN_ENTRY = rule(
     "IDX-003",
@@ -55,6 +74,15 @@ ORPHAN_ENTRY = rule(
     "Entry whose last offset is not an ABORT marker of the same producer that closed a transaction. "
     "CRITICAL when it points at a COMMIT marker (committed data hidden from read_committed consumers).",
     also=("CRITICAL",),
+    impact=(
+        "An entry that matches no abort hides records of that producer from read_committed consumers; pointing at a "
+        "COMMIT marker it hides committed data."
+    ),
+    action=(
+        "Dump the index (`kafka-dump-log.sh --files SEGMENT.txnindex`) and the marker at its last offset; to repair, "
+        "stop the broker, delete the segment's `.index` and `.txnindex` and start it: a missing offset index makes "
+        "it recover the segment, which rebuilds its indexes (or rebuild the replica from a healthy one)."
+    ),
 )
 WRONG_LSO = rule(
     "IDX-004",
@@ -64,6 +92,11 @@ WRONG_LSO = rule(
     "Entry whose last stable offset differs from lso(m). INFO when it equals the first offset of a "
     "transaction that started after the marker (a follower replaying a fetched chunk records that).",
     also=("INFO",),
+    impact=(
+        "The stored LSO only tells the fetch path where to stop searching for aborted transactions; a wrong value "
+        "can make it stop too early. INFO values are what followers record."
+    ),
+    action="No action for INFO; for WARN compare the replicas' indexes and rebuild the index if only one differs.",
 )
 LEGACY_EMPTY_ENTRY = rule(
     "IDX-005",
@@ -73,6 +106,11 @@ LEGACY_EMPTY_ENTRY = rule(
     "Entry with first offset = last offset = an ABORT marker that closed no transaction: brokers before 2.8 "
     "wrote these (INFO when audit.broker_version is below 2.8).",
     also=("INFO",),
+    impact=(
+        "Harmless for consumers: brokers before 2.8 wrote an index entry for an abort of an empty transaction "
+        "(KAFKA-10702 stopped it)."
+    ),
+    action="Set `audit.broker_version` to the version that wrote the segment; no action on the data.",
 )
 INDEX_FILE_CORRUPT = rule(
     "IDX-006",
@@ -81,6 +119,15 @@ INDEX_FILE_CORRUPT = rule(
     "6.5",
     "A .txnindex whose size is not a multiple of 34, or an entry with version not 0, a last offset not "
     "above the previous entry's, a last offset below the segment base, or first offset above last offset.",
+    impact=(
+        "A corrupt .txnindex makes the broker fail to load the segment's aborted transactions "
+        "(CorruptIndexException), and read_committed consumers may see aborted data."
+    ),
+    action=(
+        "Check the copy was complete; to repair, stop the broker, delete the segment's `.index` and `.txnindex` and "
+        "start it: a missing offset index makes it recover the segment, which rebuilds its indexes (or rebuild the "
+        "replica from a healthy one)."
+    ),
 )
 ENTRY_IN_WRONG_SEGMENT = rule(
     "IDX-007",
@@ -89,6 +136,15 @@ ENTRY_IN_WRONG_SEGMENT = rule(
     "6.5",
     "Entry whose marker offset lies outside the offset range of the segment owning the .txnindex; the "
     "fetch path may never search that file for it.",
+    impact=(
+        "The fetch path searches the index of the fetched segment and the ones after it; an entry in the wrong file "
+        "may never be found, exposing aborted records to read_committed consumers."
+    ),
+    action=(
+        "Compare with other replicas; to repair, stop the broker, delete the segment's `.index` and `.txnindex` and "
+        "start it: a missing offset index makes it recover the segment, which rebuilds its indexes (or rebuild the "
+        "replica from a healthy one)."
+    ),
 )
 ABORT_DATA_CLEANED = rule(
     "IDX-008",
@@ -96,6 +152,8 @@ ABORT_DATA_CLEANED = rule(
     "INFO",
     "6.5",
     "Compacted topic: an ABORT marker whose data the cleaner removed, with no entry (legal).",
+    impact="Nothing: the cleaner removed the aborted data and with it the index entry.",
+    action="No action.",
 )
 
 

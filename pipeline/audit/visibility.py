@@ -28,6 +28,14 @@ FIRST_UNSTABLE_OFFSET = rule(
     "6.5",
     "A partition with open transactions: its first unstable offset and last stable offset, below which "
     "read_committed consumers stop.",
+    impact=(
+        "read_committed consumers read only up to the last stable offset; everything from the first open transaction "
+        "on waits for its marker."
+    ),
+    action=(
+        "No action while the transactions are young; watch the partition's LSO lag, and check LSO-002 for ones that "
+        "stay open."
+    ),
 )
 LATE_OR_HANGING_TXN = rule(
     "LSO-002",
@@ -37,6 +45,14 @@ LATE_OR_HANGING_TXN = rule(
     "Open transaction whose producer has been silent longer than transaction.max.timeout.ms + 5 min before "
     "the reference time: a healthy coordinator would have aborted it, so the LSO is stuck. The evidence "
     "holds the kafka-transactions.sh command that aborts it.",
+    impact=(
+        "A hanging transaction keeps the LSO stuck: read_committed consumers stop at it and their lag grows, and "
+        "compaction cannot pass it."
+    ),
+    action=(
+        "Confirm with `kafka-transactions.sh find-hanging --broker-id N` on the live cluster, then run the abort "
+        "command in the evidence (`kafka-transactions.sh abort --topic T --partition N --start-offset F`)."
+    ),
 )
 OPEN_TXN_BELOW_LOG_START = rule(
     "LSO-003",
@@ -46,6 +62,14 @@ OPEN_TXN_BELOW_LOG_START = rule(
     "Open transaction that starts below the log start offset of log-start-offset-checkpoint (records deleted "
     "by retention or DeleteRecords): the LSO is clamped to the log start and the transaction's beginning is "
     "gone. Needs the log dir's checkpoint files.",
+    impact=(
+        "The transaction's beginning was deleted by retention or DeleteRecords while it was open: its first records "
+        "are gone, and the LSO is clamped to the log start."
+    ),
+    action=(
+        "Check it is not also hanging (LSO-002); find the producer with `kafka-transactions.sh describe-producers` "
+        "and abort it if its owner is gone."
+    ),
 )
 COMPACTION_BLOCKED = rule(
     "LSO-004",
@@ -53,6 +77,14 @@ COMPACTION_BLOCKED = rule(
     "WARN",
     "6.5",
     "Compacted topic with a hanging transaction: the cleaner never cleans beyond the LSO.",
+    impact=(
+        "The log cleaner never cleans beyond the LSO, so a hanging transaction makes the compacted topic grow "
+        "without bound (KIP-664)."
+    ),
+    action=(
+        "Abort the hanging transaction (the LSO-002 finding's command) and check `cleaner-offset-checkpoint` moves "
+        "afterwards."
+    ),
 )
 
 
