@@ -774,11 +774,26 @@ def xtx_008_v1_client_after_a_tv2_fence(log, _):
     log.txn_state("b", COMPLETE_COMMIT, pid, 2, start=start)
 
 
+def xtx_006_v1_client_with_tv2_fence_records(log, _):
+    """A 4.x coordinator fences a V1 client's transaction and writes its records as TV2; the abort marker carries
+    the data's epoch instead of the fence's. The producer id's TV2 records do not make the transaction a TV2 one
+    (XTX-008 stays silent), so the marker's epoch is judged as V1's: XTX-006."""
+    pid = coordinator_pid(26, False, k=1)
+    tp = f"{log.topic}-{log.partition}"
+    log.txn_state("b", EMPTY, pid, 0)
+    start = log.txn_state("b", ONGOING, pid, 0, (tp,))["start_timestamp_ms"]
+    log.data(pid, 0, 0, 1, txn=True)
+    log.txn_state("b", PREPARE_ABORT, pid, 1, (tp,), start=start, **TV2)
+    log.marker(pid, 0, commit=False)
+    log.txn_state("b", COMPLETE_ABORT, pid, 1, start=start, **TV2)
+
+
 # More cases of a rule, fired only: (name, rule code) -> (builder, severity)
 VARIANTS = {
     ("unreadable partition", "FMT-001"): (fmt_001_unreadable_partition, "ERROR"),
     ("mostly unreadable partition", "FMT-001"): (fmt_001_mostly_unreadable_partition, "ERROR"),
     ("markers pending", "XTX-002"): (xtx_002_pending, "WARN"),
+    ("V1 client with TV2 fence records", "XTX-006"): (xtx_006_v1_client_with_tv2_fence_records, "ERROR"),
 }
 # More correct logs a rule must stay silent on: (name, rule code) -> builder
 SILENT_VARIANTS = {

@@ -106,6 +106,18 @@ def known_producers(records: DataFrame) -> DataFrame:
     return records.select(ids).where(F.col("producer_id") >= 0).distinct().withColumn("is_known", F.lit(True))
 
 
+def tv2_transaction_epochs(records: DataFrame) -> DataFrame:
+    """(producer id, epoch) of every Ongoing record that says ClientTransactionVersion 2: the transactions written
+    the V2 way. The version is the transaction's, not the producer id's: a coordinator that speaks TV2 writes its
+    own records (a fence's abort, the Empty after it) as TV2 while the client that goes on under the bumped epoch
+    is V1, and a V2 instance of a transactional id takes over the producer id of a V1 one."""
+    return (
+        records.where(F.col("is_tv2") & (F.col("state") == ONGOING) & (F.col("producer_id") >= 0))
+        .select("producer_id", "producer_epoch")
+        .distinct()
+    )
+
+
 def _ongoing_partitions(records: DataFrame) -> DataFrame:
     """(producer id, epoch, partition name) of every Ongoing record."""
     return (

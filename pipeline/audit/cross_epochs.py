@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.cross_checks import tp_name
+from pipeline.audit.cross_checks import tp_name, tv2_transaction_epochs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.transaction_log import COORDINATOR_TRANSITIONS, ONGOING, PREPARE_ABORT
 
@@ -55,22 +55,14 @@ TIMEOUT_ABORT_SHAPE = rule(
 def TV2_TRANSACTIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Transactions with data closed by a marker, written under an Ongoing record of the producer on TV2.
 
-    The version is the transaction's, from the Ongoing record its client's requests wrote, not the producer id's:
-    a coordinator that speaks TV2 writes its own records (a fence's abort, the Empty after it) as TV2 while the
-    client that goes on under the bumped epoch is V1, and a V2 instance of a transactional id takes over the
-    producer id of a V1 one. Located at the marker.
+    The transaction's version, not the producer id's (`tv2_transaction_epochs`). Located at the marker.
     """
     records = inputs.coordinator_records
     if records is None:
         return None
-    tv2_epochs = (
-        records.where(F.col("is_tv2") & (F.col("state") == ONGOING) & (F.col("producer_id") >= 0))
-        .select("producer_id", "producer_epoch")
-        .distinct()
-    )
     return (
         inputs.transactions.where(F.col("first_offset").isNotNull() & F.col("marker_offset").isNotNull())
-        .join(tv2_epochs, on=["producer_id", "producer_epoch"], how="inner")
+        .join(tv2_transaction_epochs(records), on=["producer_id", "producer_epoch"], how="inner")
         .select(
             "*",
             tp_name().alias("tp_name"),

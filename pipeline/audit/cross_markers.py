@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.cross_checks import CONTROL_ABORT, CONTROL_COMMIT, known_producers, tp_name
+from pipeline.audit.cross_checks import CONTROL_ABORT, CONTROL_COMMIT, known_producers, tp_name, tv2_transaction_epochs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from pipeline.audit.transaction_log import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
@@ -150,15 +150,6 @@ def _with_deciding_prepares(markers: DataFrame, records: DataFrame) -> DataFrame
     )
 
 
-def _tv2_producers(records: DataFrame) -> DataFrame:
-    return (
-        records.where(F.col("is_tv2") & (F.col("producer_id") >= 0))
-        .select("producer_id")
-        .distinct()
-        .withColumn("is_tv2_producer", F.lit(True))
-    )
-
-
 @frame("cross_checks.markers")
 def MARKERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """COMMIT/ABORT markers of producers the coordinator records know, with what the Prepare* records decided.
@@ -166,8 +157,8 @@ def MARKERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa
     `decided`: the outcomes the Prepare* records of the marker's (producer id, epoch) decided for its partition,
     null when none lists it; `min_/max_decision_leader_epoch`: the leader epochs of those records' batches;
     `closed_data_epoch`: the data epoch of the transaction the marker closes; `deciding_epochs`: the epochs of the
-    Prepare* records listing the partition that can have decided that transaction; `is_tv2_producer`: a record
-    of the producer says ClientTransactionVersion 2.
+    Prepare* records listing the partition that can have decided that transaction; `is_tv2_transaction`: that
+    transaction was written under an Ongoing record that says ClientTransactionVersion 2.
     """
     records = inputs.coordinator_records
     if records is None:
@@ -188,7 +179,13 @@ def MARKERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa
         .join(known_producers(records), on="producer_id", how="inner")
         .join(_decisions_by_marker(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
         .join(closed, on=[*TP, "producer_id", "base_offset"], how="left")
-        .join(_tv2_producers(records), on="producer_id", how="left")
+        .join(
+            tv2_transaction_epochs(records)
+            .withColumnRenamed("producer_epoch", "closed_data_epoch")
+            .withColumn("is_tv2_transaction", F.lit(True)),
+            on=["producer_id", "closed_data_epoch"],
+            how="left",
+        )
     )
     return _with_deciding_prepares(markers, records)
 
@@ -237,7 +234,7 @@ def marker_without_decision(ctx: AuditContext) -> Fires:
 
 @check(MARKER_EPOCH_VS_PREPARE, on=MARKERS)
 def marker_epoch_vs_prepare(ctx: AuditContext) -> Fires:
-    tv2_at_data_epoch = F.coalesce("is_tv2_producer", F.lit(False)) & (
+    tv2_at_data_epoch = F.coalesce("is_tv2_transaction", F.lit(False)) & (
         F.col("producer_epoch") <= F.col("closed_data_epoch")
     )
     deciding = F.array_join(F.col("deciding_epochs").cast("array<string>"), ",")
