@@ -647,6 +647,39 @@ def file_problem(kind):
     return scenario
 
 
+def copy_on_broker(log, broker_id, rows):
+    """Another broker's copy of `rows` of the log, as a follower appends them: the same bytes in its own log dir."""
+    log.rows.extend({**row, "broker_id": broker_id} for row in rows)
+
+
+def three_batches(log):
+    pid = 7_001
+    return [log.data(pid, 0, seq, 1) for seq in range(3)]
+
+
+def rep_001(log, miss):
+    """One copy's batch differs in its CRC at the same leader epoch: no later leader explains it."""
+    copy = [dict(row) for row in three_batches(log)]
+    if not miss:
+        copy[1]["crc"] = 99
+    copy_on_broker(log, 1, copy)
+
+
+def rep_002(log, miss):
+    """Broker 1 led in epoch 1 and wrote its own batch at offset 2; broker 0's batch there, of epoch 0, is gone
+    once broker 0 rejoins."""
+    copy = [dict(row) for row in three_batches(log)]
+    if not miss:
+        copy[2].update(partition_leader_epoch=1, producer_id=7_002, base_sequence=0, last_sequence=0, crc=5)
+    copy_on_broker(log, 1, copy)
+
+
+def rep_003(log, miss):
+    """Broker 1's copy lags broker 0's by one batch and agrees with it otherwise."""
+    batches = three_batches(log)
+    copy_on_broker(log, 1, batches if miss else batches[:2])
+
+
 SCENARIOS = {
     "SEQ-001": (seq_001, "ERROR"),
     "SEQ-002": (seq_002, "ERROR"),
@@ -733,6 +766,9 @@ SCENARIOS = {
     "XTX-008": (xtx_008, "ERROR"),
     "XTX-009": (xtx_009, "ERROR"),
     "XTX-010": (xtx_010, "INFO"),
+    "REP-001": (rep_001, "ERROR"),
+    "REP-002": (rep_002, "WARN"),
+    "REP-003": (rep_003, "INFO"),
     "XTX-011": (xtx_011, "CRITICAL"),
     "SEG-002": (seg_002, "WARN"),
     "SEG-003": (seg_003, "ERROR"),

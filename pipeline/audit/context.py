@@ -21,8 +21,8 @@ class AuditInputs:
 
     `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
     `producer_batches`: its rows that carry producer state; `transactions`, `replicas`, `open_transactions`,
-    `partitions` and `coordinator_records`: derived state (pipeline.audit.state). Side tables are None when
-    the input had none.
+    `partitions` and `coordinator_records`: derived state (pipeline.audit.state); `all_batches`: every entry of
+    every replica as ingested, for the rules that compare replicas. Side tables are None when the input had none.
     """
 
     batches: DataFrame
@@ -31,6 +31,7 @@ class AuditInputs:
     replicas: DataFrame
     open_transactions: DataFrame
     partitions: DataFrame
+    all_batches: DataFrame
     coordinator_records: DataFrame | None = None
     txn_index: DataFrame | None = None
     producer_snapshots: DataFrame | None = None

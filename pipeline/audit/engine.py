@@ -30,6 +30,7 @@ from pipeline.audit import (  # noqa: F401
     files,
     integrity,
     leader_epochs,
+    replica_divergence,
     sequences,
     snapshots,
     transaction_log,

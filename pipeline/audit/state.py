@@ -55,6 +55,7 @@ def build_state(
         replicas=replicas,
         open_transactions=open_txns,
         partitions=partitions,
+        all_batches=batches,
         coordinator_records=records,
         txn_index=side.get("txn_index"),
         producer_snapshots=side.get("producer_snapshots"),

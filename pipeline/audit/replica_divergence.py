@@ -1,0 +1,273 @@
+"""Replicas against each other: the copies of one partition from several brokers' log dirs, batch by batch.
+
+A follower appends the leader's batches byte for byte, leader epoch included, so over the offsets every copy holds
+the copies must agree on each batch's offsets, producer fields and CRC. Where they first part, either one copy kept
+batches a later leader overwrote (written under a lower leader epoch: on rejoining, the broker truncates there,
+KIP-101/KIP-279, and what it held from there on was never the partition's), or a copy is corrupt or was written by
+a broker bug. Compacted and coordinator topics are cleaned by each broker on its own schedule, so a batch may be
+gone from one copy and its CRC changed in another: there only batches every copy holds are compared, without CRC.
+
+Spec §6 has no replica rules (it audits one replica, §6.0); these codes extend its catalog in its style, as §6.10.
+The audited replica is chosen as before (`audit.replica_choice`); these rules read every ingested copy.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.registry import Fires, check, frame, rule
+from pipeline.audit.replay import TP, topic_matches
+from schemas.batches import STATUS_OK
+
+SECTION = "6.10"
+
+REPLICA_DIVERGENCE = rule(
+    "REP-001",
+    "REPLICA_DIVERGENCE",
+    "ERROR",
+    SECTION,
+    "Over the offsets both copies hold, a replica's batch at some base offset differs from the reference copy's "
+    "(the copy with the highest leader epoch there, then the lowest broker id) in its last offset, producer id, "
+    "epoch, base sequence, control flag or CRC (CRC not compared on compacted topics), or is missing there (not "
+    "on compacted topics), while not written under a lower leader epoch than the reference (that is REP-002). "
+    "Reported once per replica, at the first such offset.",
+    impact=(
+        "Copies of one partition hold different data at the same offsets: consumers read different records "
+        "depending on which broker leads, and committed data may have been lost or altered by corruption or a "
+        "broker bug."
+    ),
+    action=(
+        "Compare the two copies from that offset with `kafka-dump-log.sh --files <segment> --deep-iteration` on "
+        "both brokers, check the brokers' logs for unclean leader elections and disk errors, and do not let the "
+        "departing copy become leader until the partition is reassigned or the copy rebuilt from the reference."
+    ),
+)
+TRUNCATION_POINT = rule(
+    "REP-002",
+    "TRUNCATION_POINT",
+    "WARN",
+    SECTION,
+    "A replica's batch at the first offset where it departs from the reference copy was written under a lower "
+    "leader epoch than the reference's batch there: a later leader overwrote this replica's tail, and the replica "
+    "truncates to this offset when it rejoins (KIP-101/KIP-279). Its batches from here on were never replicated.",
+    impact=(
+        "The records this replica holds from the truncation point on were acknowledged by an earlier leader (acks=1, "
+        "or an unclean leader election) but are not part of the partition: producers that did not retry lost them."
+    ),
+    action=(
+        "Find which producers wrote the truncated batches (producer ids in the evidence and `kafka-dump-log.sh` of "
+        "the segment), check for an unclean leader election in the controller's log, and make sure those producers "
+        "use acks=all with `unclean.leader.election.enable=false`; re-send the lost records from the source if "
+        "they matter."
+    ),
+)
+REPLICA_AHEAD = rule(
+    "REP-003",
+    "REPLICA_AHEAD",
+    "INFO",
+    SECTION,
+    "A replica agrees with the others over the offsets they all hold and holds batches past the end of every "
+    "other copy: a follower had not caught up (or was out of sync) when the copies were taken.",
+    impact=(
+        "The copies were not taken at one moment, or followers lag: offsets past the others' end are checked "
+        "against one copy only."
+    ),
+    action=(
+        "Nothing, when the copies were taken from running brokers at different times; otherwise check the "
+        "partition's in-sync replicas (`kafka-topics.sh --describe --under-replicated-partitions`)."
+    ),
+)
+
+COPY = ("broker_id", "partition_leader_epoch", "signature", "last_offset", "producer_id", "producer_epoch")
+LOCATION = ("source_file", "position")
+
+
+def _readable(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:
+    settings = ctx.settings
+    return (
+        inputs.all_batches.where(F.col("entry_status") == STATUS_OK)
+        .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+        .withColumn("is_compacted", topic_matches([*settings.compacted_topics, *settings.coordinator_topics]))
+    )
+
+
+def _extents(readable: DataFrame) -> DataFrame:
+    """Each copy of a partition held by two or more brokers, with its offsets and those of the other copies:
+    `others_last` (the last offset any other copy holds) and the range every copy holds."""
+    per_copy = readable.groupBy(*TP, "broker_id").agg(
+        F.min("base_offset").alias("copy_first"), F.max("last_offset").alias("copy_last")
+    )
+    whole = Window.partitionBy(*TP)
+    top = F.max("copy_last").over(whole)
+    longest = F.sum((F.col("copy_last") == F.col("top")).cast("int")).over(whole)
+    runner_up = F.max(F.when(F.col("copy_last") < F.col("top"), F.col("copy_last"))).over(whole)
+    return (
+        per_copy.withColumn("copies", F.count("*").over(whole))
+        .where(F.col("copies") >= 2)
+        .withColumn("common_first", F.max("copy_first").over(whole))
+        .withColumn("common_last", F.min("copy_last").over(whole))
+        .withColumn("top", top)
+        .withColumn(
+            "others_last",
+            F.when((F.col("copy_last") == F.col("top")) & (longest == 1), runner_up).otherwise(F.col("top")),
+        )
+        .drop("top")
+    )
+
+
+def _by_reference_first(left: Column, right: Column) -> Column:
+    """Highest leader epoch first, then the lowest broker id."""
+    return (
+        F.when(left.partition_leader_epoch > right.partition_leader_epoch, F.lit(-1))
+        .when(left.partition_leader_epoch < right.partition_leader_epoch, F.lit(1))
+        .when(left.broker_id < right.broker_id, F.lit(-1))
+        .when(left.broker_id > right.broker_id, F.lit(1))
+        .otherwise(F.lit(0))
+    )
+
+
+def _departures(readable: DataFrame, extents: DataFrame) -> DataFrame:
+    """Per copy, the first base offset in the common range where it departs from the reference copy there: its
+    batch differs from the reference's, or (not on compacted topics) it has none at that base offset."""
+    partitions = extents.groupBy(*TP).agg(
+        F.first("common_first").alias("common_first"),
+        F.first("common_last").alias("common_last"),
+        F.collect_list("broker_id").alias("brokers"),
+    )
+    signature = F.struct(
+        "last_offset",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "is_control",
+        F.when(~F.col("is_compacted"), F.col("crc")).alias("crc"),
+    )
+    held = (
+        readable.join(F.broadcast(partitions), on=TP, how="inner")
+        .where(F.col("base_offset").between(F.col("common_first"), F.col("common_last")))
+        .withColumn("signature", signature)
+        .groupBy(*TP, "base_offset")
+        .agg(
+            F.first("brokers").alias("brokers"),
+            F.first("is_compacted").alias("is_compacted"),
+            F.collect_list(F.struct(*COPY, *LOCATION)).alias("held"),
+        )
+        .withColumn("reference", F.element_at(F.array_sort("held", _by_reference_first), 1))
+    )
+    differing = (
+        held.select(*TP, "base_offset", "reference", F.explode("held").alias("copy"))
+        .where(F.col("copy.signature") != F.col("reference.signature"))
+        .withColumn("broker_id", F.col("copy.broker_id"))
+    )
+    missing = held.where(~F.col("is_compacted")).select(
+        *TP,
+        "base_offset",
+        "reference",
+        F.lit(None).cast(differing.schema["copy"].dataType).alias("copy"),
+        F.explode(F.array_except("brokers", F.col("held.broker_id"))).alias("broker_id"),
+    )
+    return (
+        differing.unionByName(missing)
+        .groupBy(*TP, "broker_id")
+        .agg(F.min(F.struct("base_offset", "copy", "reference")).alias("departure"))
+    )
+
+
+@frame("replica_divergence.copies")
+def COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
+    """Each copy of a partition that two or more brokers hold, with where it first departs from the reference copy.
+
+    `departure`: the first base offset in the range every copy holds where this copy's batch differs from the
+    reference copy's or is missing, with both batches (`copy` null when missing); null when the copy agrees
+    throughout. `copy_last`, `others_last`: the last offsets this copy and the other copies hold. Located at the
+    departure, else at the offsets past the other copies' end.
+    """
+    readable = _readable(inputs, ctx)
+    extents = _extents(readable)
+    departures = _departures(readable, extents)
+    departing = F.col("departure").isNotNull()
+    return extents.join(departures, on=[*TP, "broker_id"], how="left").select(
+        "*",
+        F.when(departing, F.col("departure.base_offset")).otherwise(F.col("others_last") + 1).alias("base_offset"),
+        F.when(departing, F.coalesce("departure.copy.last_offset", "departure.reference.last_offset"))
+        .otherwise(F.col("copy_last"))
+        .alias("last_offset"),
+        F.coalesce("departure.copy.producer_id", "departure.reference.producer_id").alias("producer_id"),
+        F.coalesce("departure.copy.producer_epoch", "departure.reference.producer_epoch").alias("producer_epoch"),
+        F.col("departure.copy.source_file").alias("source_file"),
+        F.col("departure.copy.position").alias("position"),
+    )
+
+
+def _lower_leader_epoch() -> Column:
+    return F.col("departure.copy.partition_leader_epoch") < F.col("departure.reference.partition_leader_epoch")
+
+
+def _copy_text(side: str) -> Column:
+    batch = f"departure.{side}"
+    return F.when(F.col(batch).isNull(), F.lit("no batch")).otherwise(
+        F.format_string(
+            "broker %d leader epoch %d: last offset %d, producer %d epoch %d, sequence %s, crc %s",
+            f"{batch}.broker_id",
+            f"{batch}.partition_leader_epoch",
+            f"{batch}.last_offset",
+            f"{batch}.producer_id",
+            f"{batch}.producer_epoch",
+            F.coalesce(F.col(f"{batch}.signature.base_sequence").cast("string"), F.lit("-")),
+            F.coalesce(F.col(f"{batch}.signature.crc").cast("string"), F.lit("-")),
+        )
+    )
+
+
+def _departure_evidence() -> dict[str, Column]:
+    return {
+        "reference_broker": F.col("departure.reference.broker_id"),
+        "reference": _copy_text("reference"),
+        "copy": _copy_text("copy"),
+        "common_range": F.format_string("%d-%d", "common_first", "common_last"),
+    }
+
+
+@check(REPLICA_DIVERGENCE, on=COPIES)
+def replica_divergence(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("departure").isNotNull() & ~F.coalesce(_lower_leader_epoch(), F.lit(False)),
+        F.format_string(
+            "broker %d's copy departs at offset %d from broker %d's",
+            "broker_id",
+            "base_offset",
+            "departure.reference.broker_id",
+        ),
+        _departure_evidence(),
+    )
+
+
+@check(TRUNCATION_POINT, on=COPIES)
+def truncation_point(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("departure").isNotNull() & F.coalesce(_lower_leader_epoch(), F.lit(False)),
+        F.format_string(
+            "broker %d's copy was overwritten from offset %d by leader epoch %d (its batch: leader epoch %d)",
+            "broker_id",
+            "base_offset",
+            "departure.reference.partition_leader_epoch",
+            "departure.copy.partition_leader_epoch",
+        ),
+        _departure_evidence(),
+    )
+
+
+@check(REPLICA_AHEAD, on=COPIES)
+def replica_ahead(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.col("departure").isNull() & (F.col("copy_last") > F.col("others_last")),
+        F.format_string(
+            "broker %d holds offsets up to %d, the other copies up to %d",
+            "broker_id",
+            "copy_last",
+            "others_last",
+        ),
+        {"copies": F.col("copies")},
+    )
