@@ -58,7 +58,7 @@ from schemas.batches import BATCHES, STATUS_UNREADABLE
 from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
 
 if TYPE_CHECKING:
-    from pipeline.sources.segments import SegmentFile
+    from pipeline.sources.log_roots import Discovery, SegmentFile
 
 log = logging.getLogger(__name__)
 
@@ -130,22 +130,11 @@ class SegmentPlan:
         return {segment.topic for segment in self.skipped if self.recorded[segment.location]["rows_ingested"]}
 
 
-def plan_segment_reads(
-    spark: SparkSession, store: TableStore, settings: Settings, segment_roots: list[str]
-) -> SegmentPlan:
-    """Sort the segments under `segment_roots` by outcome, from the listing, the manifest and `batches`.
-
-    Raises InputError like `discover_segments` for a root without segments.
-    """
-    if not segment_roots:
+def plan_segment_reads(spark: SparkSession, store: TableStore, settings: Settings, log_roots: Discovery) -> SegmentPlan:
+    """Sort the listed segments by outcome, from the listing, the manifest and `batches`."""
+    segments = log_roots.segments
+    if not segments:
         return SegmentPlan([], {}, frozenset(), {})
-    # Imported on use, as in dispatch: dump and columnar inputs do not need the segment decoder.
-    from pipeline.sources.segments import discover_segments
-
-    unique: dict[str, SegmentFile] = {}
-    for segment in discover_segments(segment_roots, settings.ingest).segments:
-        unique.setdefault(segment.location, segment)  # overlapping roots list a file twice
-    segments = list(unique.values())
     active = active_segments(segments)
     recorded = _recorded_rows(store, sorted({segment.topic for segment in segments}))
     outcomes, candidates = triage(segments, recorded, active, settings.ingest.incremental)

@@ -1,9 +1,8 @@
 """The ingest, audit and report steps, and the `runs` row that records each command.
 
-Orchestration only: the data logic lives in pipeline.sources, pipeline.audit and pipeline.reports. Every table
-is written with overwrite_partitions by topic, so repeating a step on the same input replaces exactly the rows
-the previous attempt wrote and leaves other topics alone. `ingest` decodes only the `.log` segments that are
-new, active or changed since an earlier ingest, and writes back the rows of the others (pipeline.ingest_manifest).
+Orchestration only: the data logic lives in pipeline.sources, pipeline.audit and pipeline.reports, and the
+ingest step in pipeline.ingest. Every table is written with overwrite_partitions by topic, so repeating a step on
+the same input replaces exactly the rows the previous attempt wrote and leaves other topics alone.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import schemas
@@ -29,7 +27,7 @@ from pipeline.audit.registry import SEVERITIES
 from pipeline.audit.scratch import Scratch
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
+from pipeline.ingest import distinct_topics, ingest_inputs
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
 from pipeline.reports.changes import build_changes
@@ -46,13 +44,6 @@ from pipeline.reports.golden import (
 from pipeline.reports.html import render_html
 from pipeline.reports.markdown import render_markdown
 from pipeline.reports.summary import build_summary, write_report_file, write_summary
-from pipeline.sources.dispatch import (
-    classify_inputs,
-    read_inputs,
-    read_internal_topic_inputs,
-    read_partition_inputs,
-    split_offset_commit_records,
-)
 from pipeline.tables.publication import (
     AUDIT_COMMANDS,
     LEFTOVER_FOLDERS,
@@ -69,8 +60,6 @@ from pipeline.tables.publication import (
     table_versions,
 )
 from pipeline.tables.store import TableStore
-from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
-from schemas.transaction_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +72,6 @@ AUDIT_TABLES = {  # name (also the AuditResult attribute): partition columns
     "global_transactions": schemas.GLOBAL_TRANSACTIONS_PARTITION_BY,
 }
 
-PARTITION_FILE_TABLES = {  # name (also the PartitionFiles attribute): partition columns
-    "txn_index": schemas.TXN_INDEX_PARTITION_BY,
-    "producer_snapshots": schemas.PRODUCER_SNAPSHOTS_PARTITION_BY,
-    "file_problems": schemas.FILE_PROBLEMS_PARTITION_BY,
-    "leader_epochs": schemas.LEADER_EPOCHS_PARTITION_BY,
-    "checkpoints": schemas.CHECKPOINTS_PARTITION_BY,
-    "partition_metadata": schemas.PARTITION_METADATA_PARTITION_BY,
-}
 # the side tables run_audit checks, with their schemas
 AUDITED_FILE_TABLES = {table: schemas.SCHEMAS[table] for table in SIDE_TABLES}
 
@@ -116,7 +97,7 @@ class _RunRecord:
 def ingest(spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]) -> StepResult:
     """Load the log roots into `batches`, replacing the rows of the topics they contain."""
     with _recorded(spark, store, settings, "ingest", run_id, inputs=inputs) as (_, result):
-        result.counts.update(_ingest(spark, store, settings, run_id, inputs))
+        result.counts.update(ingest_inputs(spark, store, settings, run_id, inputs))
     return result
 
 
@@ -208,97 +189,10 @@ def run(
     """Ingest, audit and report under one run id and one `runs` row."""
     recording = _recorded(spark, store, settings, "run", run_id, inputs=inputs, reference_time_ms=reference_time_ms)
     with recording as (record, result):
-        result.counts.update(_ingest(spark, store, settings, run_id, inputs))
+        result.counts.update(ingest_inputs(spark, store, settings, run_id, inputs))
         _audit(store, settings, run_id, reference_time_ms, result)
         _report(store, settings, _run_section(record, store), result)
     return result
-
-
-def _ingest(
-    spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]
-) -> dict[str, int]:
-    """Decode what changed since the last ingest (pipeline.ingest_manifest) and replace the ingested topics."""
-    plan = classify_inputs(spark, inputs)
-    segments = plan_segment_reads(spark, store, settings, plan.segment_roots)
-    # Every non-empty segment file decodes to at least one row (an entry, or a row saying why there is none), so
-    # the topics of the segments are known from the listing; only dump and columnar inputs are read for theirs.
-    # The segments are then decoded once, by the write.
-    topics = {segment.topic for segment in segments.to_read if segment.size > 0} | segments.kept_topics
-    other_inputs = [*plan.dump_files, *plan.columnar_paths]
-    if other_inputs:
-        topics |= set(_distinct_topics(read_inputs(spark, other_inputs, settings)))
-    topics = sorted(topics)
-    if not topics:
-        raise InputError(", ".join(inputs), "no Kafka log entries found")
-    batches = read_inputs(spark, inputs, settings, segments.to_read)
-    rows = kept_batches(spark, store, segments).unionByName(batches)
-    store.overwrite_partitions(rows, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
-    ingested = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics))
-    outcomes = write_manifest(spark, store, segments, ingested, topics, run_id)
-    written = store.count("batches", {"topic": topics})
-    log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
-    log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
-    counts = {"batches": written, "topics": len(topics)}
-    counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
-    side_files = read_partition_inputs(spark, inputs, settings)
-    if side_files is not None:
-
-        def write_side_table(table: str, partition_by: list[str]) -> int:
-            # Only the topics that have batches: a partition without segments has nothing to audit.
-            rows = getattr(side_files, table).where(F.col("topic").isin(topics))
-            store.overwrite_partitions(rows, table, partition_by, {"topic": topics})
-            return store.count(table, {"topic": topics})
-
-        counts.update(
-            side_by_side(
-                {
-                    table: partial(write_side_table, table, partition_by)
-                    for table, partition_by in PARTITION_FILE_TABLES.items()
-                }
-            )
-        )
-    counts.update(_ingest_internal_topics(spark, store, settings, inputs, topics))
-    return counts
-
-
-def _ingest_internal_topics(
-    spark: SparkSession, store: TableStore, settings: Settings, inputs: list[str], topics: list[str]
-) -> dict[str, int]:
-    """Decode the records of the coordinator topics among `topics` into `transaction_log` and `offset_commits`.
-
-    A table is written only when its topic is among the ingested ones, so an ingest without it neither creates
-    nor empties it. Group metadata records of transactional batches are counted, not kept.
-    """
-    ingested = [topic for topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) if topic in topics]
-    internal = read_internal_topic_inputs(spark, inputs, settings) if ingested else None
-    if internal is None:
-        return {}
-    counts: dict[str, int] = {}
-    if TRANSACTION_STATE_TOPIC in ingested:
-        store.overwrite_partitions(
-            internal.transaction_log,
-            "transaction_log",
-            schemas.TRANSACTION_LOG_PARTITION_BY,
-            {"topic": [TRANSACTION_STATE_TOPIC]},
-        )
-        counts["transaction_log"] = store.count("transaction_log", {"topic": [TRANSACTION_STATE_TOPIC]})
-    if CONSUMER_OFFSETS_TOPIC in ingested:
-        # Persisted because the rows are written and the group metadata among them counted.
-        records = internal.offset_commit_records.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            offset_commits, group_metadata = split_offset_commit_records(records)
-            store.overwrite_partitions(
-                offset_commits,
-                "offset_commits",
-                schemas.OFFSET_COMMITS_PARTITION_BY,
-                {"topic": [CONSUMER_OFFSETS_TOPIC]},
-            )
-            counts["offset_commits.skipped_group_metadata"] = group_metadata.count()
-        finally:
-            records.unpersist()
-        counts["offset_commits"] = store.count("offset_commits", {"topic": [CONSUMER_OFFSETS_TOPIC]})
-    log.info("decoded the coordinator-topic records of %s: %s", ", ".join(ingested), counts)
-    return counts
 
 
 def _audit(
@@ -307,7 +201,7 @@ def _audit(
     if not store.exists("batches"):
         raise InputError(store.path("batches"), "table not found; run `produce-audit ingest` first")
     batches = store.read("batches", schema=schemas.BATCHES)
-    topics = _distinct_topics(batches)
+    topics = distinct_topics(batches)
     if not topics:
         raise InputError(store.path("batches"), "table is empty; nothing to audit")
     side_files = {
@@ -364,11 +258,6 @@ def _report(
         log.info("report of run %s written to %s", run_id, write_report_file(store.warehouse, run_id, name, text))
     result.summary = summary
     result.findings_by_severity = dict(summary["findings"]["by_severity"])
-
-
-def _distinct_topics(batches: DataFrame) -> list[str]:
-    """The topic names of a frame: a short list, the only thing the steps collect besides aggregates."""
-    return sorted(row.topic for row in batches.select("topic").distinct().collect())
 
 
 def _findings_by_severity(store: TableStore, run_id: str) -> dict[str, int]:

@@ -83,7 +83,14 @@ def test_schemas_depend_on_nothing_but_pyspark():
 
 def test_sources_know_no_verdicts():
     """Readers say what they saw; rules, reports and table writes are not theirs."""
-    forbidden = ("pipeline.audit", "pipeline.reports", "pipeline.runner", "pipeline.cli", "pipeline.tables")
+    forbidden = (
+        "pipeline.audit",
+        "pipeline.reports",
+        "pipeline.runner",
+        "pipeline.ingest",
+        "pipeline.cli",
+        "pipeline.tables",
+    )
     assert _breaking(("pipeline.sources",), forbidden) == {}
 
 
@@ -133,3 +140,14 @@ def test_no_import_cycles_between_modules():
         if module not in done:
             visit(module, [module], done)
     assert cycles == []
+
+
+def test_inputs_are_planned_once():
+    """The ingest step makes the run's input plan; readers take its listings and list no log root themselves."""
+    planners = {
+        module for module, imported in modules().items() if "pipeline.sources.input_plan.plan_inputs" in imported
+    }
+    assert planners == {"pipeline.ingest"}
+    listing = {"pipeline.sources.log_roots.list_root", "pipeline.sources.log_roots.discover_segments"}
+    listers = {module for module, imported in modules().items() if listing & imported}
+    assert listers == {"pipeline.sources.segments"}

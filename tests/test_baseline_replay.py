@@ -283,10 +283,11 @@ def product(spark, scratch, sources) -> dict[str, Counter]:
     settings = load_settings(overrides={"audit": {"compacted_topics": COMPACTED}})
     batches, checkpoints = [], []
     for label, root in sources.items():  # each source its own cluster: its topics prefixed by its label
-        for segment in discover_segments([str(root)], settings.ingest).segments:
+        discovery = discover_segments([str(root)], settings.ingest)
+        for segment in discovery.segments:
             segment = replace(segment, topic=f"{label}:{segment.topic}")
             batches += decode_file(segment, settings.ingest.verify_records)
-        for file in discover_partition_files([str(root)], settings.ingest).files:
+        for file in discover_partition_files(discovery.listings).files:
             rows = checkpoint_rows(file) if file.kind in CHECKPOINT_KINDS else []
             checkpoints += [{**row, "topic": f"{label}:{row['topic']}"} for row in rows if row["topic"] is not None]
     batches = spark.createDataFrame(pa.Table.from_batches(batches, to_arrow_schema(BATCHES)))

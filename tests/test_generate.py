@@ -156,9 +156,9 @@ def test_every_batch_decodes_with_both_readers(anomalous_root, truth):
 
 def test_the_ingest_ignores_the_ground_truth(anomalous_root, truth):
     assert (anomalous_root / ground_truth.FILE_NAME).exists()
-    segments = discover_segments([str(anomalous_root)], IngestSettings()).segments
-    files = discover_partition_files([str(anomalous_root)], IngestSettings())
-    locations = [s.location for s in segments] + [f.location for f in files.files]
+    discovery = discover_segments([str(anomalous_root)], IngestSettings())
+    files = discover_partition_files(discovery.listings)
+    locations = [s.location for s in discovery.segments] + [f.location for f in files.files]
     assert locations and not any(ground_truth.FILE_NAME in location for location in locations)
     leftovers = [row for row in truth if row["rule_code"] == "SEG-001"]  # the only names the listing objects to
     assert len(files.naming_problems) == len(leftovers)

@@ -14,16 +14,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pyspark.sql import Row
+from pyspark.testing import assertDataFrameEqual
 
 from pipeline.config import Settings
-from pipeline.runner import _ingest_internal_topics, ingest
+from pipeline.ingest import ingest_internal_topics
+from pipeline.runner import ingest
 from pipeline.sources.dumplog.grammar import UNKNOWN
 from pipeline.sources.dumplog.parser import parse_dump
+from pipeline.sources.input_plan import plan_inputs
 from pipeline.sources.internal_topics import (
-    _segment_rows,
     decode_offset_commit,
     decode_transaction_log,
     offset_commit_rows,
+    range_rows,
     transaction_log_rows,
 )
 from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker
@@ -371,7 +375,7 @@ def test_byte_ranges_of_a_segment_decode_what_one_pass_decodes(tmp_path: Path):
     segment = SegmentFile(str(path), "__transaction_state", 3, 1, 0, path.stat().st_size)
 
     def rows_of(piece: SegmentFile) -> list[dict]:
-        return [row for rows in _segment_rows(piece, transaction_log_rows, False) for row in rows]
+        return [row for rows in range_rows(piece, transaction_log_rows, False) for row in rows]
 
     whole = rows_of(segment)
     assert [(row["transactional_id"], row["position"]) for row in whole] == [
@@ -849,11 +853,16 @@ def test_ingest_writes_transaction_log_and_offset_commits(spark, tmp_path: Path)
     assert result.counts["offset_commits"] == 1
     assert result.counts["offset_commits.skipped_group_metadata"] == 1
 
-    transaction_log = store.read("transaction_log", schema=TRANSACTION_LOG).orderBy("record_offset").collect()
-    assert [
-        (row.record_offset, row.transactional_id, row.state_name, row.is_tombstone, row.value_version)
-        for row in transaction_log
-    ] == [(0, "app", "Empty", False, 0), (1, "app", "Ongoing", False, 1), (2, "old", None, True, None)]
+    written = store.read("transaction_log", schema=TRANSACTION_LOG)
+    assertDataFrameEqual(
+        written.select("record_offset", "transactional_id", "state_name", "is_tombstone", "value_version"),
+        [
+            Row(record_offset=0, transactional_id="app", state_name="Empty", is_tombstone=False, value_version=0),
+            Row(record_offset=1, transactional_id="app", state_name="Ongoing", is_tombstone=False, value_version=1),
+            Row(record_offset=2, transactional_id="old", state_name=None, is_tombstone=True, value_version=None),
+        ],
+    )
+    transaction_log = written.orderBy("record_offset").collect()
     ongoing = transaction_log[1]
     assert [(entry.topic, list(entry.partitions)) for entry in ongoing.partitions] == [("orders", [0])]
     assert (ongoing.previous_producer_id, ongoing.client_transaction_version, ongoing.batch_compression) == (41, 2, 1)
@@ -874,6 +883,9 @@ def test_ingest_writes_transaction_log_and_offset_commits(spark, tmp_path: Path)
 
 
 def test_an_ingest_without_coordinator_topics_leaves_their_tables_alone(spark, tmp_path: Path):
+    root = tmp_path / "logs"
+    write_segment(root, "__transaction_state-0", encode_batch(0, [None], keys=[txn_key("app")]))
+    plan = plan_inputs(spark, [str(root)], Settings().ingest)
     store = TableStore(spark, str(tmp_path / "warehouse"))
-    assert _ingest_internal_topics(spark, store, Settings(), [str(tmp_path / "not-read")], ["orders"]) == {}
+    assert ingest_internal_topics(spark, store, Settings(), plan, ["orders"]) == {}
     assert not store.exists("transaction_log") and not store.exists("offset_commits")

@@ -14,6 +14,7 @@ from pipeline.samples import generate
 from pipeline.sources.dumplog.reader import read_dumplog_snapshots, read_dumplog_txn_index
 from pipeline.sources.kafka_format.encoding import encode_batch, encode_txnindex_entry, segment_file_name
 from pipeline.sources.kafka_format.windows import decode_segment
+from pipeline.sources.log_roots import discover_segments
 from pipeline.sources.partition_files.binary_files import SNAPSHOT_ENTRY, decode_producer_snapshot, decode_txn_index
 from pipeline.sources.partition_files.discovery import discover_partition_files, naming_problem
 from pipeline.sources.partition_files.dump_forms import snapshots_from_dumplog, txn_index_from_dumplog
@@ -427,7 +428,8 @@ def sample_root(tmp_path) -> Path:
 
 
 def test_discovery_of_a_partition_dir_reaches_its_log_dir_checkpoints(sample_root):
-    discovery = discover_partition_files([str(sample_root / "broker-0" / "payments-0")], Settings().ingest)
+    listings = discover_segments([str(sample_root / "broker-0" / "payments-0")], Settings().ingest).listings
+    discovery = discover_partition_files(listings)
     kinds = sorted((file.kind, file.topic, file.broker_id) for file in discovery.files)
     assert kinds == [
         ("leader-epoch-checkpoint", "payments", 0),
@@ -442,7 +444,7 @@ def test_discovery_of_a_partition_dir_reaches_its_log_dir_checkpoints(sample_roo
 
 
 def test_read_partition_files_over_the_sample(spark, sample_root):
-    tables = read_partition_files(spark, [str(sample_root)], Settings())
+    tables = read_partition_files(spark, discover_segments([str(sample_root)], Settings().ingest).listings)
     (sample_root / "broker-0" / "payments.audit-log-2" / segment_file_name(10, ".snapshot")).unlink()  # listed, gone
     assert tables.txn_index.schema == TXN_INDEX
     assert tables.producer_snapshots.schema == PRODUCER_SNAPSHOTS

@@ -20,6 +20,7 @@ from pipeline.config import AuditSettings, Settings
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
 from pipeline.sources.dispatch import read_inputs
+from pipeline.sources.input_plan import plan_inputs
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 from tests.reference_replay import with_file_order_state as reference_file_order_state
 from tests.reference_replay import with_producer_state as reference_producer_state
@@ -37,7 +38,7 @@ def generated(tmp_path_factory) -> Path:
 
 
 def _assert_same_state(spark, inputs: list[str], settings: AuditSettings) -> int:
-    batches = read_inputs(spark, inputs, Settings()).localCheckpoint()
+    batches = read_inputs(spark, plan_inputs(spark, inputs, Settings().ingest), Settings()).localCheckpoint()
     compiled = replay(batches, settings).localCheckpoint()
     reference = reference_producer_state(reference_file_order_state(replay_input(batches, settings)), settings)
     reference = reference.localCheckpoint()
@@ -77,7 +78,8 @@ def test_cutting_the_sorted_stream_anywhere_changes_nothing(spark, generated, mo
     HELD_ROWS go through a file: any cut of the stream, down to one row per batch, gives the same rows."""
     monkeypatch.setattr(producer_arrow, "HELD_ROWS", 40)
     settings = AuditSettings(compacted_topics=["*-changelog"])
-    rows_df = replay_input(read_inputs(spark, [str(generated)], Settings()), settings)
+    batches = read_inputs(spark, plan_inputs(spark, [str(generated)], Settings().ingest), Settings())
+    rows_df = replay_input(batches, settings)
     rows = rows_df.toArrow().sort_by([(name, "ascending") for name in [*REPLICA, *FILE_ORDER]])
     in_file_order = T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields])
     schema = to_arrow_schema(T.StructType([*in_file_order.fields, *PRODUCER_STATE_COLUMNS.fields]))

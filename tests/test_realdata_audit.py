@@ -15,7 +15,7 @@ from pipeline.audit.transaction_log import audited_records
 from pipeline.config import load_settings
 from pipeline.sources.dumplog.parser import parse_dump
 from pipeline.sources.partition_files.reader import read_partition_files
-from pipeline.sources.segments import read_segments
+from pipeline.sources.segments import discover_segments, read_segments
 from schemas.batches import BATCHES
 from schemas.transaction_log import TRANSACTION_LOG
 
@@ -100,7 +100,7 @@ def test_broker_segments_and_their_snapshots_raise_nothing_above_info(spark, rea
     settings = load_settings()
     roots = [str(p) for p in sorted((realdata / "broker-segments").iterdir()) if "+" in p.name]
     assert len(roots) == 6
-    side = read_partition_files(spark, roots, settings)
+    side = read_partition_files(spark, discover_segments(roots, settings.ingest).listings)
     snapshots = _by_repository(side.producer_snapshots)
     result = run_audit(
         _by_repository(read_segments(spark, roots, settings)),

@@ -26,6 +26,7 @@ from pipeline.audit.replay import FILE_ORDER, PRODUCER_ORDER, REPLICA, replay_in
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources import segments
 from pipeline.sources.dispatch import read_inputs
+from pipeline.sources.input_plan import plan_inputs
 from pipeline.sources.kafka_format.encoding import segment_file_name
 from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
 from pipeline.sources.partition_files.binary_files import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
@@ -189,7 +190,8 @@ print(*replay(sys.argv[1], sys.argv[2]), (resident_kib("VmHWM") - before) * 1024
 def _replay_streams(spark, root: Path, folder: Path) -> tuple[Path, Path, int, int]:
     """The replay's two inputs for `root`, each sorted as Spark sorts it, as Arrow stream files; and the rows'
     count and their bytes."""
-    rows_df = replay_input(read_inputs(spark, [str(root)], Settings()), AuditSettings())
+    batches = read_inputs(spark, plan_inputs(spark, [str(root)], IngestSettings()), Settings())
+    rows_df = replay_input(batches, AuditSettings())
     rows = rows_df.toArrow().sort_by([(name, "ascending") for name in [*REPLICA, *FILE_ORDER]])
     in_file_order, in_producer_order = folder / "file-order.arrows", folder / "producer-order.arrows"
     with pa.ipc.new_stream(in_file_order, rows.schema) as writer:
@@ -241,7 +243,7 @@ def test_a_huge_text_file_is_one_problem_naming_it_not_a_whole_read(tmp_path, na
     huge = (log_dir if name.endswith("offset-checkpoint") else log_dir / "wide-0") / name
     with huge.open("wb") as file:
         file.truncate(TEXT_FILE_MAX_BYTES + 16 * MIB)
-    files = discover_partition_files([str(log_dir)], IngestSettings()).files
+    files = discover_partition_files(discover_segments([str(log_dir)], IngestSettings()).listings).files
     descriptor = next(file for file in files if file.location == str(huge))
     read = {
         "leader-epoch-checkpoint": leader_epoch_rows,
@@ -324,7 +326,7 @@ def test_a_huge_binary_file_is_decoded_a_chunk_at_a_time(tmp_path, suffix, decod
             _valid_zero_snapshot(file)
         else:
             file.truncate(HUGE_BINARY)
-    files = discover_partition_files([str(log_dir)], IngestSettings()).files
+    files = discover_partition_files(discover_segments([str(log_dir)], IngestSettings()).listings).files
     descriptor = next(file for file in files if file.location == str(huge))
     descriptors = pa.RecordBatch.from_pylist([vars(descriptor)])
     arrow_schema = to_arrow_schema(schema)

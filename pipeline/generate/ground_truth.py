@@ -1,6 +1,6 @@
 """The ground-truth table of a generated log root: one row per injected anomaly.
 
-`DIR/_ground_truth.parquet` (the leading underscore keeps ingest from reading it: `dispatch` skips hidden
+`DIR/_ground_truth.parquet` (the leading underscore keeps ingest from reading it: `input_plan` skips hidden
 and `_`-prefixed paths, and the segment and side-file listings only take Kafka file names). Each row names the
 finding the audit must raise (rule code, severity, where: topic, partition, broker, producer id, and the
 offset of the batch, marker or record it points at; null for file-level findings) and, in `consequences`, the

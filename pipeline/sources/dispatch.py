@@ -1,152 +1,48 @@
 """One entry point for every kind of input: Kafka log directories, dump text and columnar exports.
 
-Inputs are classified on the driver from file listings alone, through the pyarrow filesystems the readers
-open them with (`filesystems.resolve`), so local paths and URIs such as s3:// or s3a:// behave alike; no file
-content is read here.
+Each reader gets its inputs from the run's input plan (`input_plan.plan_inputs`), so nothing is listed or
+classified here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import reduce
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, read_columnar, require_spark_filesystem
+from pipeline.sources.columnar import read_columnar
 from pipeline.sources.dumplog.reader import (
     read_dumplog,
     read_dumplog_offset_commit_records,
     read_dumplog_transaction_log,
 )
-from pipeline.sources.filesystems import configure, resolve
-from pipeline.sources.log_dir_names import PARTITION_DIR, SEGMENT_FILE
+from pipeline.sources.input_plan import ACCEPTED, InputPlan
 from schemas.offset_commits import GROUP_METADATA_KEY_VERSION
 
 if TYPE_CHECKING:
-    from pipeline.sources.segments import SegmentFile
-
-DUMP_SUFFIXES = (".txt", ".dump", ".out")
-ACCEPTED = (
-    "accepted inputs: a Kafka log directory (a `<topic>-<partition>` directory of `<20 digits>.log` segments, "
-    "a log.dirs directory of them, or a directory of broker directories), kafka-dump-log text files "
-    f"({', '.join('*' + suffix for suffix in DUMP_SUFFIXES)}), columnar `batches` exports "
-    f"({', '.join('*' + suffix for suffix in FORMATS_BY_SUFFIX)}), or directories of such files"
-)
-
-
-@dataclass
-class InputPlan:
-    """Which reader gets which path; paths keep the spelling the caller gave."""
-
-    segment_roots: list[str] = field(default_factory=list)
-    dump_files: list[str] = field(default_factory=list)
-    columnar_paths: list[str] = field(default_factory=list)
-
-
-def _is_dump(name: str) -> bool:
-    return PurePosixPath(name).suffix.lower() in DUMP_SUFFIXES
-
-
-def _is_hidden(relative_path: str) -> bool:
-    """Hidden or `_`-prefixed files and directories (_SUCCESS, .crc, _delta_log) are not data, as in Spark."""
-    return any(part.startswith((".", "_")) for part in relative_path.split("/"))
-
-
-def _classify(path: str, plan: InputPlan) -> None:
-    """Driver-side listing through the pyarrow filesystem of the path, as the readers open it."""
-    try:
-        filesystem, fs_path = resolve(path)
-        info = filesystem.get_file_info(fs_path)
-        if info.type == pafs.FileType.NotFound:
-            raise InputError(path, "does not exist")
-        if info.type == pafs.FileType.File:
-            _classify_file(path, plan)
-        else:
-            _classify_directory(path, filesystem, fs_path.rstrip("/"), plan)
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(path, f"cannot be listed: {exc}") from None
-
-
-def _classify_file(path: str, plan: InputPlan) -> None:
-    if _is_dump(path):
-        plan.dump_files.append(path)
-    elif columnar_format(path):
-        plan.columnar_paths.append(path)
-    else:
-        raise InputError(path, f"unrecognised file type; {ACCEPTED}")
-
-
-def _classify_directory(path: str, filesystem: pafs.FileSystem, base: str, plan: InputPlan) -> None:
-    root_name = base.rpartition("/")[2]
-    dumps: list[str] = []
-    columnar: list[str] = []
-    others = 0
-    for entry in filesystem.get_file_info(pafs.FileSelector(base, recursive=True)):
-        if entry.type != pafs.FileType.File:
-            continue
-        relative = entry.path[len(base) + 1 :]
-        *dirs, name = relative.split("/")
-        if SEGMENT_FILE.fullmatch(name) and PARTITION_DIR.fullmatch(dirs[-1] if dirs else root_name):
-            # Kafka data: the segment reader walks the directory itself.
-            plan.segment_roots.append(path)
-            return
-        if _is_hidden(relative):
-            continue
-        display = f"{path.rstrip('/')}/{relative}"
-        if _is_dump(name):
-            dumps.append(display)
-        elif columnar_format(name):
-            columnar.append(display)
-        else:
-            others += 1
-    if not dumps and not columnar:
-        raise InputError(path, f"holds no Kafka segments, dump text or columnar files; {ACCEPTED}")
-    plan.dump_files.extend(dumps)
-    # A directory of one columnar format is read as one data set (partition directories included).
-    single_format = len({columnar_format(file) for file in columnar}) == 1
-    if columnar and not dumps and not others and single_format:
-        plan.columnar_paths.append(path)
-    else:
-        plan.columnar_paths.extend(columnar)
-
-
-def classify_inputs(spark: SparkSession, inputs: list[str]) -> InputPlan:
-    """Sort inputs by reader; raises InputError for a missing or unrecognised input."""
-    configure(spark)
-    plan = InputPlan()
-    for path in inputs:
-        _classify(path, plan)
-    for path in plan.columnar_paths:
-        require_spark_filesystem(spark, path)
-    # An input named twice is read once.
-    return InputPlan(
-        segment_roots=list(dict.fromkeys(plan.segment_roots)),
-        dump_files=list(dict.fromkeys(plan.dump_files)),
-        columnar_paths=list(dict.fromkeys(plan.columnar_paths)),
-    )
+    from pipeline.sources.log_roots import SegmentFile
+    from pipeline.sources.partition_files.reader import PartitionFiles
 
 
 def read_inputs(
-    spark: SparkSession, inputs: list[str], settings: Settings, segments: list[SegmentFile] | None = None
+    spark: SparkSession, plan: InputPlan, settings: Settings, segments: list[SegmentFile] | None = None
 ) -> DataFrame:
-    """`batches` rows of all inputs (schema BATCHES), whatever their kind, as one DataFrame.
+    """`batches` rows of all planned inputs (schema BATCHES), whatever their kind, as one DataFrame.
 
     `segments`, when given, are the `.log` files of the log-dir inputs to decode (all of them by default).
     """
-    plan = classify_inputs(spark, inputs)
     frames = []
     if plan.segment_roots:
         # Imported on use: dump and columnar inputs do not need the binary segment decoder.
         from pipeline.sources.segments import read_segments
 
-        frames.append(read_segments(spark, plan.segment_roots, settings, segments))
+        to_decode = plan.log_roots.segments if segments is None else segments
+        frames.append(read_segments(spark, plan.segment_roots, settings, to_decode))
     if plan.dump_files:
         frames.append(read_dumplog(spark, plan.dump_files, settings))
     if plan.columnar_paths:
@@ -156,17 +52,16 @@ def read_inputs(
     return reduce(DataFrame.unionByName, frames)
 
 
-def read_partition_inputs(spark: SparkSession, inputs: list[str], settings: Settings):
+def read_partition_inputs(spark: SparkSession, plan: InputPlan) -> PartitionFiles | None:
     """The files beside the segments of the log-dir inputs (indexes, snapshots, checkpoints), or None.
 
     Dump text and columnar exports carry no such files.
     """
-    plan = classify_inputs(spark, inputs)
     if not plan.segment_roots:
         return None
     from pipeline.sources.partition_files.reader import read_partition_files
 
-    return read_partition_files(spark, plan.segment_roots, settings)
+    return read_partition_files(spark, plan.log_roots.listings)
 
 
 @dataclass
@@ -178,18 +73,15 @@ class InternalTopicInputs:
     offset_commit_records: DataFrame
 
 
-def read_internal_topic_inputs(
-    spark: SparkSession, inputs: list[str], settings: Settings
-) -> InternalTopicInputs | None:
+def read_internal_topic_inputs(spark: SparkSession, plan: InputPlan, settings: Settings) -> InternalTopicInputs | None:
     """The `__transaction_state` records and transactional `__consumer_offsets` records of the log-dir and dump
     inputs, or None when there are neither; columnar exports of `batches` hold no records."""
-    plan = classify_inputs(spark, inputs)
     transaction_logs: list[DataFrame] = []
     offset_commit_records: list[DataFrame] = []
     if plan.segment_roots:
         from pipeline.sources.internal_topics import read_internal_segments
 
-        transaction_log, records = read_internal_segments(spark, plan.segment_roots, settings)
+        transaction_log, records = read_internal_segments(spark, plan.log_roots.segments, settings)
         transaction_logs.append(transaction_log)
         offset_commit_records.append(records)
     if plan.dump_files:

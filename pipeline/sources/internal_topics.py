@@ -30,14 +30,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
+from pipeline.sources.log_roots import SegmentFile
 from pipeline.sources.records.api import RecordError, iter_records
-from pipeline.sources.segments import (
-    SEGMENT_DESCRIPTOR,
-    SOURCE_FORMAT,
-    SegmentFile,
-    discover_segments,
-    split_segment,
-)
+from pipeline.sources.segments import SEGMENT_DESCRIPTOR, SOURCE_FORMAT, split_segment
 from schemas.batches import STATUS_OK
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC, GROUP_METADATA_KEY_VERSION, OFFSET_COMMITS
 from schemas.transaction_log import (
@@ -417,26 +412,27 @@ _TOPIC_READERS: dict[str, tuple[T.StructType, _RowsOfEntry, bool]] = {
 }
 
 
-def read_internal_segments(spark: SparkSession, roots: list[str], settings: Settings) -> tuple[DataFrame, DataFrame]:
+def read_internal_segments(
+    spark: SparkSession, segments: list[SegmentFile], settings: Settings
+) -> tuple[DataFrame, DataFrame]:
     """(`transaction_log` rows, offset-commit records) of the `__transaction_state` and `__consumer_offsets`
-    segments under `roots`, decoded on the executors.
+    files among `segments` (those of a listing, `log_roots`), decoded on the executors.
 
     The second frame also holds the group metadata records of transactional batches (key version 2), which
     the `offset_commits` table leaves out (`dispatch.split_offset_commit_records`).
     """
-    discovery = discover_segments(roots, settings.ingest)
     frames = []
     for topic, (schema, rows_of_entry, transactional_only) in _TOPIC_READERS.items():
-        segments = [segment for segment in discovery.segments if segment.topic == topic]
+        of_topic = [segment for segment in segments if segment.topic == topic]
         ranges = [
             astuple(piece)
-            for segment in segments
+            for segment in of_topic
             for piece in split_segment(segment, settings.ingest.segment_split_bytes)
         ]
         if not ranges:
             frames.append(spark.createDataFrame([], schema))
             continue
-        log.info("decoding the records of %d %s segment files", len(segments), topic)
+        log.info("decoding the records of %d %s segment files", len(of_topic), topic)
         decode = partial(_decode_descriptors, rows_of_entry, transactional_only, to_arrow_schema(schema))
         frames.append(spark.createDataFrame(ranges, SEGMENT_DESCRIPTOR).mapInArrow(shipped(spark, decode), schema))
     transaction_log, offset_commit_records = frames
@@ -453,14 +449,14 @@ def _decode_descriptors(
     for descriptors in descriptor_batches:
         for descriptor in descriptors.to_pylist():
             segment = SegmentFile(**descriptor)
-            for rows in _segment_rows(segment, rows_of_entry, transactional_only):
+            for rows in range_rows(segment, rows_of_entry, transactional_only):
                 yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
-def _segment_rows(
+def range_rows(
     segment: SegmentFile, rows_of_entry: _RowsOfEntry, transactional_only: bool
 ) -> Iterator[list[dict[str, Any]]]:
-    """Rows of the batches that start in the segment's byte range, with provenance, per decoded window.
+    """Executor side of one byte range: rows of the batches that start in it, with provenance, per decoded window.
 
     Entries the broker cannot iterate (and legacy or control batches) hold no such records; `batches` reports
     them. An I/O error ends the range with one row whose `decode_error` says so.

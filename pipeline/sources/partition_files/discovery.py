@@ -1,5 +1,6 @@
-"""Listing the files beside segments on the driver: which partition dir or log dir each belongs to, and which file
-names Kafka would not have written (leftovers of deletes, cleanings and swaps, foreign files).
+"""The files beside segments, from the listings of the log roots on the driver: which partition dir or log dir each
+belongs to, and which file names Kafka would not have written (leftovers of deletes, cleanings and swaps, foreign
+files).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Any
 
 from pyarrow import fs as pafs
 
-from pipeline.config import IngestSettings
 from pipeline.sources.log_dir_names import META_PROPERTIES, PARTITION_DIR
+from pipeline.sources.log_roots import RootListing
 from pipeline.sources.partition_files.entries import (
     LEADER_EPOCH_CHECKPOINT,
     OFFSET_INDEX_SUFFIX,
@@ -22,7 +23,6 @@ from pipeline.sources.partition_files.entries import (
     FileDescriptor,
     problem_row,
 )
-from pipeline.sources.segments import RootListing, list_root
 from schemas.checkpoints import CHECKPOINT_KINDS
 from schemas.file_problems import (
     PROBLEM_FILE_NAME,
@@ -60,17 +60,16 @@ def naming_problem(name: str) -> str | None:
     return None
 
 
-def discover_partition_files(roots: list[str], ingest: IngestSettings) -> PartitionFileDiscovery:
-    """The files to decode under each root, and SEG-001 naming problems, on the driver without reading files.
+def discover_partition_files(listings: list[RootListing]) -> PartitionFileDiscovery:
+    """The files to decode under each listed root, and SEG-001 naming problems, without reading files.
 
-    Roots are what `read_segments` takes. A directory named `<topic>-<partition>` is a partition dir unless it
-    holds a log-dir file (`meta.properties`, an offset checkpoint, ...). Offset checkpoints are taken from
-    every other directory, and from the root's parent when the root is a partition dir.
+    A directory named `<topic>-<partition>` is a partition dir unless it holds a log-dir file (`meta.properties`,
+    an offset checkpoint, ...). Offset checkpoints are taken from every other directory, and from the root's
+    parent when the root is a partition dir.
     """
     files: dict[str, FileDescriptor] = {}  # by location: partition-dir roots of one log dir share its checkpoints
     problems: dict[str, dict[str, Any]] = {}
-    for root in roots:
-        listing = list_root(root, ingest.skip_dir_suffixes, skipped=[])  # read_segments reports skipped dirs
+    for listing in listings:
         for file in _root_files(listing, problems):
             files.setdefault(file.location, file)
     return PartitionFileDiscovery(list(files.values()), list(problems.values()))
@@ -81,13 +80,6 @@ def _root_files(listing: RootListing, problems: dict[str, dict[str, Any]]) -> It
     for relative, size in listing.files.items():
         directory, _, name = relative.rpartition("/")
         directories.setdefault(directory, {})[name] = size
-    broker_ids: dict[str, int | None] = {}
-
-    def broker_id(log_dir: str) -> int | None:
-        if log_dir not in broker_ids:
-            broker_ids[log_dir] = listing.broker_id(log_dir)
-        return broker_ids[log_dir]
-
     root_is_partition_dir = False
     for directory, names in directories.items():
         prefix = f"{directory}/" if directory else ""
@@ -98,15 +90,21 @@ def _root_files(listing: RootListing, problems: dict[str, dict[str, Any]]) -> It
             for kind in CHECKPOINT_KINDS:
                 if kind in names:
                     location = listing.location_of(prefix + kind)
-                    yield FileDescriptor(location, kind, None, None, broker_id(directory), None, names[kind])
+                    yield FileDescriptor(location, kind, None, None, listing.broker_id(directory), None, names[kind])
             continue
         root_is_partition_dir = root_is_partition_dir or not directory
         log_dir = directory.rpartition("/")[0] if directory else ".."
         yield from _partition_dir_files(
-            listing, prefix, names, partition["topic"], int(partition["partition"]), broker_id(log_dir), problems
+            listing,
+            prefix,
+            names,
+            partition["topic"],
+            int(partition["partition"]),
+            listing.broker_id(log_dir),
+            problems,
         )
     if root_is_partition_dir:
-        yield from _parent_checkpoints(listing, broker_id(".."))
+        yield from _parent_checkpoints(listing, listing.broker_id(".."))
 
 
 def _partition_dir_files(

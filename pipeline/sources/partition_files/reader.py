@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
+from pipeline.sources.log_roots import RootListing
 from pipeline.sources.partition_files.binary_files import byte_range, snapshot_batches, txn_index_batches
 from pipeline.sources.partition_files.discovery import discover_partition_files
 from pipeline.sources.partition_files.entries import (
@@ -99,15 +99,15 @@ class PartitionFiles:
 _Decoder = Callable[[FileDescriptor, pa.Schema], Iterator[pa.RecordBatch]]
 
 
-def read_partition_files(spark: SparkSession, roots: list[str], settings: Settings) -> PartitionFiles:
+def read_partition_files(spark: SparkSession, listings: list[RootListing]) -> PartitionFiles:
     """Every `.txnindex`, `.snapshot`, `.index`/`.timeindex`, leader-epoch checkpoint, `partition.metadata` and
-    log-dir offset checkpoint under `roots`, decoded on the executors into their tables.
+    log-dir offset checkpoint of the listed roots, decoded on the executors into their tables.
 
     `file_problems` gathers what the reader saw, by kind: file names (from the listing), index entries that do
     not fit their segment, and the malformed leader-epoch checkpoints and `partition.metadata` files of the other
     tables. A missing file just contributes no rows.
     """
-    discovery = discover_partition_files(roots, settings.ingest)
+    discovery = discover_partition_files(listings)
     by_kind: dict[str, list[FileDescriptor]] = {}
     for file in discovery.files:
         by_kind.setdefault(file.kind, []).append(file)

@@ -1,0 +1,143 @@
+"""The ingest step: the run's input plan, then `batches`, the tables of the files beside the segments and those of
+the coordinator topics.
+
+The plan is made once, on the driver, before anything is read: `plan_inputs` lists every input once and sorts it
+by reader, keeping the listings of the log-dir inputs (files, sizes, modification times, broker ids), and
+`plan_segment_reads` says from those listings and the manifest which segments are decoded again. Every reader
+below takes that plan instead of listing the inputs itself. Each table is written with overwrite_partitions by
+topic, so repeating the step on the same input replaces exactly the rows the previous attempt wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import schemas
+from pipeline.config import Settings
+from pipeline.errors import InputError
+from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
+from pipeline.parallel import side_by_side
+from pipeline.sources.dispatch import (
+    read_inputs,
+    read_internal_topic_inputs,
+    read_partition_inputs,
+    split_offset_commit_records,
+)
+from pipeline.sources.input_plan import InputPlan, plan_inputs
+from pipeline.tables.store import TableStore
+from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
+from schemas.transaction_log import TRANSACTION_STATE_TOPIC
+
+log = logging.getLogger(__name__)
+
+PARTITION_FILE_TABLES = {  # name (also the PartitionFiles attribute): partition columns
+    "txn_index": schemas.TXN_INDEX_PARTITION_BY,
+    "producer_snapshots": schemas.PRODUCER_SNAPSHOTS_PARTITION_BY,
+    "file_problems": schemas.FILE_PROBLEMS_PARTITION_BY,
+    "leader_epochs": schemas.LEADER_EPOCHS_PARTITION_BY,
+    "checkpoints": schemas.CHECKPOINTS_PARTITION_BY,
+    "partition_metadata": schemas.PARTITION_METADATA_PARTITION_BY,
+}
+
+
+def ingest_inputs(
+    spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]
+) -> dict[str, int]:
+    """Decode what changed since the last ingest (pipeline.ingest_manifest) and replace the ingested topics.
+
+    Returns the rows written per table and the segments per outcome.
+    """
+    plan = plan_inputs(spark, inputs, settings.ingest)
+    segments = plan_segment_reads(spark, store, settings, plan.log_roots)
+    # Every non-empty segment file decodes to at least one row (an entry, or a row saying why there is none), so
+    # the topics of the segments are known from the listing; only dump and columnar inputs are read for theirs.
+    # The segments are then decoded once, by the write.
+    topics = {segment.topic for segment in segments.to_read if segment.size > 0} | segments.kept_topics
+    if plan.dump_files or plan.columnar_paths:
+        others = InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths)
+        topics |= set(distinct_topics(read_inputs(spark, others, settings)))
+    topics = sorted(topics)
+    if not topics:
+        raise InputError(", ".join(inputs), "no Kafka log entries found")
+    batches = read_inputs(spark, plan, settings, segments.to_read)
+    rows = kept_batches(spark, store, segments).unionByName(batches)
+    store.overwrite_partitions(rows, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
+    ingested = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics))
+    outcomes = write_manifest(spark, store, segments, ingested, topics, run_id)
+    written = store.count("batches", {"topic": topics})
+    log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
+    log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
+    counts = {"batches": written, "topics": len(topics)}
+    counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
+    counts.update(ingest_partition_files(spark, store, plan, topics))
+    counts.update(ingest_internal_topics(spark, store, settings, plan, topics))
+    return counts
+
+
+def ingest_partition_files(
+    spark: SparkSession, store: TableStore, plan: InputPlan, topics: list[str]
+) -> dict[str, int]:
+    """Decode the files beside the segments of the log-dir inputs into their tables, for the topics with batches
+    (a partition without segments has nothing to audit). Dump text and columnar inputs carry no such files."""
+    side_files = read_partition_inputs(spark, plan)
+    if side_files is None:
+        return {}
+
+    def write_side_table(table: str, partition_by: list[str]) -> int:
+        rows = getattr(side_files, table).where(F.col("topic").isin(topics))
+        store.overwrite_partitions(rows, table, partition_by, {"topic": topics})
+        return store.count(table, {"topic": topics})
+
+    return side_by_side(
+        {table: partial(write_side_table, table, partition_by) for table, partition_by in PARTITION_FILE_TABLES.items()}
+    )
+
+
+def ingest_internal_topics(
+    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, topics: list[str]
+) -> dict[str, int]:
+    """Decode the records of the coordinator topics among `topics` into `transaction_log` and `offset_commits`.
+
+    A table is written only when its topic is among the ingested ones, so an ingest without it neither creates
+    nor empties it. Group metadata records of transactional batches are counted, not kept.
+    """
+    ingested = [topic for topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) if topic in topics]
+    internal = read_internal_topic_inputs(spark, plan, settings) if ingested else None
+    if internal is None:
+        return {}
+    counts: dict[str, int] = {}
+    if TRANSACTION_STATE_TOPIC in ingested:
+        store.overwrite_partitions(
+            internal.transaction_log,
+            "transaction_log",
+            schemas.TRANSACTION_LOG_PARTITION_BY,
+            {"topic": [TRANSACTION_STATE_TOPIC]},
+        )
+        counts["transaction_log"] = store.count("transaction_log", {"topic": [TRANSACTION_STATE_TOPIC]})
+    if CONSUMER_OFFSETS_TOPIC in ingested:
+        # Persisted because the rows are written and the group metadata among them counted.
+        records = internal.offset_commit_records.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            offset_commits, group_metadata = split_offset_commit_records(records)
+            store.overwrite_partitions(
+                offset_commits,
+                "offset_commits",
+                schemas.OFFSET_COMMITS_PARTITION_BY,
+                {"topic": [CONSUMER_OFFSETS_TOPIC]},
+            )
+            counts["offset_commits.skipped_group_metadata"] = group_metadata.count()
+        finally:
+            records.unpersist()
+        counts["offset_commits"] = store.count("offset_commits", {"topic": [CONSUMER_OFFSETS_TOPIC]})
+    log.info("decoded the coordinator-topic records of %s: %s", ", ".join(ingested), counts)
+    return counts
+
+
+def distinct_topics(batches: DataFrame) -> list[str]:
+    """The topic names of a frame: a short list, the only thing the steps collect besides aggregates."""
+    return sorted(row.topic for row in batches.select("topic").distinct().collect())

@@ -1,0 +1,141 @@
+"""The input plan of a run: which reader gets which input, from one listing of each input on the driver.
+
+Each input is looked up once and each directory input listed once, through the pyarrow filesystem the readers
+open it with (`filesystems.resolve`), so local paths and URIs such as s3:// or s3a:// behave alike. The listing
+of a log-dir input is kept in the plan (`log_roots`) and handed to every reader of log dirs, which then list
+nothing themselves: on an object store each listing is paid for and takes minutes on a large log root. The plan
+holds file names, sizes and modification times; no file content is read here but a log dir's `meta.properties`
+(its broker id, read once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import pyarrow as pa
+from pyarrow import fs as pafs
+from pyspark.sql import SparkSession
+
+from pipeline.config import IngestSettings
+from pipeline.errors import InputError
+from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, require_spark_filesystem
+from pipeline.sources.filesystems import configure, resolve
+from pipeline.sources.log_dir_names import PARTITION_DIR, SEGMENT_FILE
+from pipeline.sources.log_roots import Discovery, RootListing, SkippedDir, listing_of, segments_of
+
+DUMP_SUFFIXES = (".txt", ".dump", ".out")
+ACCEPTED = (
+    "accepted inputs: a Kafka log directory (a `<topic>-<partition>` directory of `<20 digits>.log` segments, "
+    "a log.dirs directory of them, or a directory of broker directories), kafka-dump-log text files "
+    f"({', '.join('*' + suffix for suffix in DUMP_SUFFIXES)}), columnar `batches` exports "
+    f"({', '.join('*' + suffix for suffix in FORMATS_BY_SUFFIX)}), or directories of such files"
+)
+
+
+@dataclass(frozen=True)
+class InputPlan:
+    """Which reader gets which path (paths keep the spelling the caller gave), and the log-dir inputs as listed."""
+
+    log_roots: Discovery = field(default_factory=lambda: Discovery([], [], []))
+    dump_files: list[str] = field(default_factory=list)
+    columnar_paths: list[str] = field(default_factory=list)
+
+    @property
+    def segment_roots(self) -> list[str]:
+        return [listing.root for listing in self.log_roots.listings]
+
+
+@dataclass
+class _Sorted:
+    """The inputs sorted so far."""
+
+    listings: list[RootListing] = field(default_factory=list)
+    skipped: list[SkippedDir] = field(default_factory=list)
+    dump_files: list[str] = field(default_factory=list)
+    columnar_paths: list[str] = field(default_factory=list)
+
+
+def plan_inputs(spark: SparkSession, inputs: list[str], ingest: IngestSettings) -> InputPlan:
+    """Sort the inputs by reader from one listing each; raises InputError for a missing or unrecognised input,
+    or for a log-dir input without segments once `ingest.skip_dir_suffixes` are left out."""
+    configure(spark)
+    found = _Sorted()
+    for path in dict.fromkeys(inputs):  # an input named twice is listed and read once
+        _classify(path, ingest, found)
+    for path in found.columnar_paths:
+        require_spark_filesystem(spark, path)
+    return InputPlan(
+        log_roots=segments_of(found.listings, found.skipped),
+        dump_files=list(dict.fromkeys(found.dump_files)),
+        columnar_paths=list(dict.fromkeys(found.columnar_paths)),
+    )
+
+
+def _is_dump(name: str) -> bool:
+    return PurePosixPath(name).suffix.lower() in DUMP_SUFFIXES
+
+
+def _is_hidden(relative_path: str) -> bool:
+    """Hidden or `_`-prefixed files and directories (_SUCCESS, .crc, _delta_log) are not data, as in Spark."""
+    return any(part.startswith((".", "_")) for part in relative_path.split("/"))
+
+
+def _classify(path: str, ingest: IngestSettings, found: _Sorted) -> None:
+    try:
+        filesystem, fs_path = resolve(path)
+        info = filesystem.get_file_info(fs_path)
+        if info.type == pafs.FileType.NotFound:
+            raise InputError(path, "does not exist")
+        if info.type == pafs.FileType.File:
+            _classify_file(path, found)
+        else:
+            _classify_directory(path, filesystem, fs_path.rstrip("/"), ingest, found)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(path, f"cannot be listed: {exc}") from None
+
+
+def _classify_file(path: str, found: _Sorted) -> None:
+    if _is_dump(path):
+        found.dump_files.append(path)
+    elif columnar_format(path):
+        found.columnar_paths.append(path)
+    else:
+        raise InputError(path, f"unrecognised file type; {ACCEPTED}")
+
+
+def _classify_directory(
+    path: str, filesystem: pafs.FileSystem, base: str, ingest: IngestSettings, found: _Sorted
+) -> None:
+    root_name = base.rpartition("/")[2]
+    entries = filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
+    dumps: list[str] = []
+    columnar: list[str] = []
+    others = 0
+    for entry in entries:
+        if entry.type != pafs.FileType.File:
+            continue
+        relative = entry.path[len(base) + 1 :]
+        *dirs, name = relative.split("/")
+        if SEGMENT_FILE.fullmatch(name) and PARTITION_DIR.fullmatch(dirs[-1] if dirs else root_name):
+            # Kafka data: the log-dir readers take the whole directory, as listed here.
+            found.listings.append(listing_of(path, filesystem, base, entries, ingest.skip_dir_suffixes, found.skipped))
+            return
+        if _is_hidden(relative):
+            continue
+        display = f"{path.rstrip('/')}/{relative}"
+        if _is_dump(name):
+            dumps.append(display)
+        elif columnar_format(name):
+            columnar.append(display)
+        else:
+            others += 1
+    if not dumps and not columnar:
+        raise InputError(path, f"holds no Kafka segments, dump text or columnar files; {ACCEPTED}")
+    found.dump_files.extend(dumps)
+    # A directory of one columnar format is read as one data set (partition directories included).
+    single_format = len({columnar_format(file) for file in columnar}) == 1
+    if columnar and not dumps and not others and single_format:
+        found.columnar_paths.append(path)
+    else:
+        found.columnar_paths.extend(columnar)
