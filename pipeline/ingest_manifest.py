@@ -52,6 +52,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
+from pipeline.progress import timed
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.store import TableStore
 from schemas.batches import BATCHES, STATUS_UNREADABLE
@@ -143,8 +144,11 @@ def plan_segment_reads(
     from pipeline.sources.segments import discover_segments
 
     unique: dict[str, SegmentFile] = {}
-    for segment in discover_segments(segment_roots, settings.ingest).segments:
-        unique.setdefault(segment.location, segment)  # overlapping roots list a file twice
+    with timed(log, f"listing the segments of {len(segment_roots)} log root(s)") as step:
+        for segment in discover_segments(segment_roots, settings.ingest).segments:
+            unique.setdefault(segment.location, segment)  # overlapping roots list a file twice
+        step.count, step.unit = len(unique), "segments"
+        step.detail = f"{sum(segment.size for segment in unique.values()) / 2**20:,.1f} MiB"
     segments = list(unique.values())
     active = active_segments(segments)
     recorded = _recorded_rows(store, sorted({segment.topic for segment in segments}))
