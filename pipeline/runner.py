@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import schemas
@@ -30,8 +30,10 @@ from pipeline.errors import InputError
 from pipeline.ingest import distinct_topics, ingest_inputs
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
+from pipeline.progress import timed
 from pipeline.reports.changes import build_changes
 from pipeline.reports.details import build_details
+from pipeline.reports.findings_export import write_findings_jsonl
 from pipeline.reports.golden import (
     COMPARED_TABLES,
     TableDiff,
@@ -52,7 +54,9 @@ from pipeline.tables.publication import (
     STATUS_FAILED,
     STATUS_SUCCEEDED,
     WRITER_COMMANDS,
+    PublishedRun,
     last_published,
+    published_as_of,
     published_run,
     read_published,
     recent_published,
@@ -111,28 +115,62 @@ def audit(
 
 
 def report(
-    spark: SparkSession, store: TableStore, settings: Settings, run_id: str, audited_run_id: str | None = None
+    spark: SparkSession,
+    store: TableStore,
+    settings: Settings,
+    run_id: str,
+    audited_run_id: str | None = None,
+    as_of: tuple[int | None, int | None] | None = None,
 ) -> StepResult:
-    """Summarise a published audit run (the latest by default), as it published its tables, into summary.json."""
+    """Summarise a published audit run (the latest, or the latest as of `as_of`: a findings version or an epoch-ms
+    time), as it published its tables, into WH/reports/RUN_ID/."""
     with _recorded(spark, store, settings, "report", run_id) as (_, result):
-        audited = _audited_run(store, audited_run_id)
+        audited = published_as_of(store, *as_of) if as_of is not None else _audited_run(store, audited_run_id)
         _require_audit_rows(store, audited.run_id, audited.versions)
         _report(store, settings, _audited_run_section(store, audited.run_id), result, audited.versions)
     return result
 
 
 def compare(
-    store: TableStore, golden: Path, audited_run_id: str | None, update: bool, examples: int = 10
+    store: TableStore,
+    golden: Path | None,
+    audited_run_id: str | None,
+    update: bool,
+    examples: int = 10,
+    baseline_run_id: str | None = None,
 ) -> list[TableDiff]:
-    """A published audit run's result tables against the golden folder (or written into it with `update`).
+    """A published audit run's result tables against the golden folder (or written into it with `update`), or
+    against the rows the published audit run `baseline_run_id` of the same warehouse left.
 
     Read-only on the warehouse: it takes no lock and records no run. A golden table missing from the folder is
     an input error naming it, so a forgotten --update-golden never passes as "equal".
     """
-    audited = _audited_run(store, audited_run_id)
+    rows = _compared_rows(store, _audited_run(store, audited_run_id))
+    if update:
+        for table, frame in rows.items():
+            log.info("golden %s written to %s", table, write_golden(frame, table, golden))
+        return []
+    if baseline_run_id is not None:
+        baseline = published_run(store, baseline_run_id)
+        reference, expected = f"baseline {baseline.run_id}", _compared_rows(store, baseline)
+    else:
+        for table in COMPARED_TABLES:
+            if not golden_file(golden, table).is_file():
+                raise InputError(
+                    str(golden_file(golden, table)), "no golden output here; run compare with --update-golden"
+                )
+        reference, expected = "golden", {t: read_golden(store.spark, t, golden) for t in COMPARED_TABLES}
+    diffs = side_by_side(
+        {t: partial(compare_tables, rows[t], expected[t], t, examples, reference) for t in COMPARED_TABLES}
+    )
+    return [diffs[t] for t in COMPARED_TABLES]
+
+
+def _compared_rows(store: TableStore, audited: PublishedRun) -> dict[str, DataFrame]:
+    """A run's rows of the compared tables, read at the versions it published, its input roots as `{inputN}`."""
     _require_audit_rows(store, audited.run_id, audited.versions)
     roots = [root if "://" in root else str(Path(root).resolve()) for root in _run_inputs(store, audited.run_id)]
-    rows = {
+    return {
         table: portable_paths(
             read_published(store, table, schema=schemas.SCHEMAS[table], run=audited).where(
                 F.col("run_id") == audited.run_id
@@ -142,17 +180,6 @@ def compare(
         )
         for table in COMPARED_TABLES
     }
-    if update:
-        for table, frame in rows.items():
-            log.info("golden %s written to %s", table, write_golden(frame, table, golden))
-        return []
-    for table in COMPARED_TABLES:
-        if not golden_file(golden, table).is_file():
-            raise InputError(str(golden_file(golden, table)), "no golden output here; run compare with --update-golden")
-    diffs = side_by_side(
-        {t: partial(compare_tables, rows[t], read_golden(store.spark, t, golden), t, examples) for t in COMPARED_TABLES}
-    )
-    return [diffs[t] for t in COMPARED_TABLES]
 
 
 def vacuum(
@@ -246,16 +273,21 @@ def _report(
     versions: dict[str, int] | None = None,
 ) -> None:
     run_id, top_n = run_section["id"], settings.report.top_findings
-    summary = build_summary(store, run_section, top_n, versions)
-    location = write_summary(summary, store.warehouse)
-    log.info("summary of run %s written to %s", run_id, location)
-    details = build_details(store, run_id, top_n, versions)
-    changes = build_changes(store, run_id, top_n, versions)
-    for name, text in (
-        ("report.html", render_html(summary, details, changes)),
-        ("report.md", render_markdown(summary, details, changes)),
-    ):
-        log.info("report of run %s written to %s", run_id, write_report_file(store.warehouse, run_id, name, text))
+    with timed(log, f"report of run {run_id}") as step:
+        summary = build_summary(store, run_section, top_n, versions)
+        location = write_summary(summary, store.warehouse)
+        log.info("summary of run %s written to %s", run_id, location)
+        findings = store.read("findings", schema=schemas.FINDINGS, version=(versions or {}).get("findings"))
+        exported = write_findings_jsonl(findings.where(F.col("run_id") == run_id), store.warehouse, run_id)
+        log.info("findings of run %s written to %s", run_id, exported)
+        details = build_details(store, run_id, top_n, versions)
+        changes = build_changes(store, run_id, top_n, versions)
+        for name, text in (
+            ("report.html", render_html(summary, details, changes)),
+            ("report.md", render_markdown(summary, details, changes)),
+        ):
+            log.info("report of run %s written to %s", run_id, write_report_file(store.warehouse, run_id, name, text))
+        step.count, step.unit = summary["findings"]["total"], "findings"
     result.summary = summary
     result.findings_by_severity = dict(summary["findings"]["by_severity"])
 
@@ -268,7 +300,7 @@ def _findings_by_severity(store: TableStore, run_id: str) -> dict[str, int]:
     return counts
 
 
-def _audited_run(store: TableStore, audited_run_id: str | None):
+def _audited_run(store: TableStore, audited_run_id: str | None) -> PublishedRun:
     if audited_run_id is not None:
         return published_run(store, audited_run_id)
     latest = last_published(store, AUDIT_COMMANDS)

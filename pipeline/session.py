@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
+from typing import TextIO
 
 from pyspark.sql import SparkSession
 
@@ -13,6 +15,8 @@ from pipeline.config import Settings
 from pipeline.delta_jars import session_conf
 
 log = logging.getLogger(__name__)
+
+PROGRESS_BAR = "spark.ui.showConsoleProgress"
 
 
 def build_session(settings: Settings) -> SparkSession:
@@ -29,8 +33,18 @@ def build_session(settings: Settings) -> SparkSession:
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # else spark-submit started the JVM, with its jars (spark-submit.sh)
         conf = session_conf(conf, settings.delta.backend)
     conf[JAVA_OPTIONS] = with_archive(conf.get(JAVA_OPTIONS, ""))  # the JVM starts here: let it map the archive
+    conf = with_progress_bar(conf, sys.stderr)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def with_progress_bar(conf: Mapping[str, str], stderr: TextIO) -> dict[str, str]:
+    """Spark's console progress bar when stderr is an interactive terminal, where a person watches the stages
+    advance; off in logs, CI output and schedulers, where its redrawn lines garble the text. A value the config
+    sets is kept."""
+    if PROGRESS_BAR in conf:
+        return dict(conf)
+    return {**conf, PROGRESS_BAR: "true" if stderr.isatty() else "false"}

@@ -59,3 +59,32 @@ def realdata() -> Path:
     if not REALDATA.is_dir():
         pytest.skip(f"real Kafka data not found at {REALDATA} (it lives in ../shared/realdata beside the repo)")
     return REALDATA
+
+
+@pytest.fixture(scope="session")
+def two_audit_runs(spark, tmp_path_factory):
+    """(warehouse, earlier run id, later run id): the bundled sample without its `orders-1` partition, then the
+    whole sample, each `run` in this process; the later run has findings that are new against the earlier one.
+    Shared by the tests of reports and of the run history, which only read the warehouse or report on it."""
+    import contextlib
+    import io
+    import shutil
+
+    from pipeline.cli import main
+    from pipeline.tables.publication import AUDIT_COMMANDS, last_published
+    from pipeline.tables.store import TableStore
+
+    sample = REPO / "samples" / "basic"
+    base = tmp_path_factory.mktemp("two-runs")
+    partial = base / "partial"
+    shutil.copytree(sample, partial)
+    shutil.rmtree(partial / "broker-0" / "orders-1")
+    warehouse = base / "wh"
+    runs = []
+    for root in (partial, sample):
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(["run", "--input", str(root), "--warehouse", str(warehouse)])
+        runs.append(last_published(TableStore(spark, str(warehouse)), AUDIT_COMMANDS).run_id)
+    earlier, later = runs
+    assert earlier != later
+    return warehouse, earlier, later

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.arguments import parse_reference_time
 from pipeline.cli import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -19,8 +20,9 @@ from pipeline.cli import (
     exit_code_for,
     main,
     new_run_id,
-    parse_reference_time,
 )
+from pipeline.config import load_settings
+from pipeline.session import PROGRESS_BAR, with_progress_bar
 
 COMMANDS = ("run", "ingest", "audit", "report")
 MAY_1_2024_MS = 1_714_521_600_000
@@ -318,3 +320,15 @@ def test_an_input_without_files_exits_2_before_spark_and_writes_nothing(command,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(empty) in err[0] and "no Kafka log entries found" in err[0]
     assert not warehouse.exists() or list(warehouse.iterdir()) == []
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_is_on_on_a_terminal_and_off_otherwise():
+    assert with_progress_bar({}, _Terminal())[PROGRESS_BAR] == "true"
+    assert with_progress_bar({}, io.StringIO())[PROGRESS_BAR] == "false"
+    assert with_progress_bar({PROGRESS_BAR: "false"}, _Terminal())[PROGRESS_BAR] == "false"  # the config wins
+    assert PROGRESS_BAR not in load_settings(None).spark.conf  # so the shipped config leaves it to the terminal

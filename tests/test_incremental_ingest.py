@@ -10,7 +10,8 @@ import pytest
 from pyspark.sql import Row
 
 from pipeline import runner
-from pipeline.cli import _settings, build_parser
+from pipeline.arguments import build_parser
+from pipeline.cli import settings_for
 from pipeline.config import IngestSettings, Settings
 from pipeline.ingest_manifest import (
     HASHED_BYTES,
@@ -262,4 +263,4 @@ def test_entry_hashes_follow_the_first_and_last_entry_bytes(tmp_path):
 @pytest.mark.parametrize("command", ["ingest", "run"])
 def test_full_flag_turns_incremental_ingest_off(command, argv, incremental):
     args = build_parser().parse_args([command, "--input", "logs", *argv])
-    assert _settings(args).ingest.incremental is incremental
+    assert settings_for(args).ingest.incremental is incremental

@@ -1,13 +1,11 @@
 """report.html and report.md: the run-to-run diff, escaping of hostile text, and the page in headless Chromium.
 
-One warehouse for the module, audited twice in this process: first the bundled sample without its `orders-1`
-partition, then the whole sample, so the second run's report has findings that are new against the first.
+One warehouse, audited twice in this process (the `two_audit_runs` fixture): first the bundled sample without its
+`orders-1` partition, then the whole sample, so the second run's report has findings that are new against the first.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import shutil
 from pathlib import Path
@@ -16,12 +14,10 @@ import pytest
 from pyspark.sql import functions as F
 
 import schemas
-from pipeline.cli import main
 from pipeline.reports import charts
 from pipeline.reports.changes import IDENTITY, build_changes, compare_findings, previous_audit_run
 from pipeline.reports.html import render_html
 from pipeline.reports.markdown import render_markdown
-from pipeline.tables.publication import AUDIT_COMMANDS, last_published
 from pipeline.tables.store import TableStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,20 +28,9 @@ HOSTILE = '<script>alert("x")</script>"><img src=x onerror=alert(1)>|`*_[a](http
 
 
 @pytest.fixture(scope="module")
-def audited(spark, tmp_path_factory):
+def audited(spark, two_audit_runs):
     """(store, earlier run id, later run id): the sample without orders-1, then the whole sample."""
-    base = tmp_path_factory.mktemp("report")
-    partial = base / "partial"
-    shutil.copytree(SAMPLE, partial)
-    shutil.rmtree(partial / "broker-0" / "orders-1")
-    warehouse = base / "wh"
-    runs = []
-    for root in (partial, SAMPLE):
-        with contextlib.redirect_stdout(io.StringIO()):
-            main(["run", "--input", str(root), "--warehouse", str(warehouse)])
-        runs.append(last_published(TableStore(spark, str(warehouse)), AUDIT_COMMANDS).run_id)
-    earlier, later = runs
-    assert earlier != later
+    warehouse, earlier, later = two_audit_runs
     return TableStore(spark, str(warehouse)), earlier, later
 
 
@@ -67,7 +52,12 @@ def test_the_report_files_lie_beside_summary_json(audited):
     store, earlier, later = audited
     for run_id in (earlier, later):
         folder = Path(store.warehouse) / "reports" / run_id
-        assert sorted(p.name for p in folder.iterdir()) == ["report.html", "report.md", "summary.json"]
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "findings.jsonl",
+            "report.html",
+            "report.md",
+            "summary.json",
+        ]
     markdown = (Path(store.warehouse) / "reports" / later / "report.md").read_text()
     assert f"Since run {earlier}: **2 new**" in markdown.replace("\\", "")
     assert "No comparison" in (Path(store.warehouse) / "reports" / earlier / "report.md").read_text()

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from pipeline.cli import Terminated, _terminated_as_error
 from pipeline.samples import generate
 from pipeline.tables.lock import LOCK_FILE
+from pipeline.termination import Terminated, terminated_as_error
 from tests.test_end_to_end import CLI, cli
 
 AUDIT_TABLES = ("findings", "transactions", "producer_state", "partition_summary")
@@ -134,7 +134,7 @@ def test_a_sigterm_during_a_call_into_the_jvm_is_raised_once_the_call_returns(sp
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
     started = time.monotonic()
     try:
-        with _terminated_as_error(True):
+        with terminated_as_error(True):
             spark._jvm.java.lang.Thread.sleep(1500)  # the signal arrives during this call
             while True:  # and is raised here, between calls
                 time.sleep(0.01)

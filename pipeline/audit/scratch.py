@@ -83,4 +83,4 @@ class Scratch:
         self.stats.measure(df, label)
         started = time.perf_counter()
         df.write.mode("overwrite").parquet(path)
-        log.debug("wrote scratch table %s in %.2f s", label, time.perf_counter() - started)
+        log.info("audit stage %s written in %.1f s", label, time.perf_counter() - started)

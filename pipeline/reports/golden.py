@@ -1,4 +1,5 @@
-"""Golden comparison: a published audit run's result tables against stored expected outputs.
+"""Golden comparison: a published audit run's result tables against stored expected outputs, or against the
+rows another run of the warehouse published (`compare --baseline-run`), with the same diff.
 
 A golden folder holds one JSON-lines file per compared table (`findings.jsonl`, ...), rows sorted, run ids left
 out, so that it diffs well under version control. File paths in findings start with `{input1}`, `{input2}`, ...
@@ -49,6 +50,7 @@ class TableDiff:
     missing_examples: list[str] = field(default_factory=list)
     unexpected_examples: list[str] = field(default_factory=list)
     changed_examples: list[str] = field(default_factory=list)
+    reference: str = "golden"  # what the run was compared with: golden outputs or a baseline run
 
     @property
     def equal(self) -> bool:
@@ -59,7 +61,7 @@ class TableDiff:
             return f"{self.table}: equal ({self.actual_rows} rows)"
         return (
             f"{self.table}: {self.missing} missing, {self.unexpected} unexpected, {self.changed} changed "
-            f"(golden {self.golden_rows} rows, actual {self.actual_rows})"
+            f"({self.reference} {self.golden_rows} rows, actual {self.actual_rows})"
         )
 
     def lines(self) -> list[str]:
@@ -130,8 +132,11 @@ def read_golden(spark: SparkSession, table: str, folder: Path) -> DataFrame:
     return spark.read.schema(schema).option("mode", "FAILFAST").json(str(path))
 
 
-def compare_tables(actual: DataFrame, golden: DataFrame, table: str, limit: int = 10) -> TableDiff:
-    """The differences between a run's rows of `table` and its golden rows (see module docstring).
+def compare_tables(
+    actual: DataFrame, golden: DataFrame, table: str, limit: int = 10, reference: str = "golden"
+) -> TableDiff:
+    """The differences between a run's rows of `table` and its golden rows (see module docstring); `golden` may
+    be another run's rows as well, named by `reference` in the output.
 
     Three small jobs: the row counts, the counts of each kind of difference, and the first `limit` examples of
     each kind, all from one aggregate of both sides cached in between.
@@ -148,7 +153,7 @@ def compare_tables(actual: DataFrame, golden: DataFrame, table: str, limit: int 
     try:
         totals = counted.agg(F.sum("_actual").alias("actual"), F.sum(F.col("_all") - F.col("_actual")).alias("golden"))
         total = totals.first()
-        diff = TableDiff(table, int(total.golden or 0), int(total.actual or 0))
+        diff = TableDiff(table, int(total.golden or 0), int(total.actual or 0), reference=reference)
         differing = _kinds(counted.where(F.col("_excess") != 0), keys)
         for row in (
             differing.groupBy("_kind")

@@ -21,7 +21,7 @@ from pipeline.tables.files import filesystem
 from pipeline.tables.store import TableStore
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
 
-FORMAT_VERSION = 1
+SCHEMA_VERSION = 2  # raised whenever a key is added, renamed or removed; 2: format_version became schema_version
 OUTCOMES = (OUTCOME_COMMITTED, OUTCOME_ABORTED, OUTCOME_OPEN, OUTCOME_EMPTY)
 
 TOP_FINDING_FIELDS = (
@@ -69,7 +69,7 @@ def build_summary(
         store, "partition_summary", schemas.PARTITION_SUMMARY, run_id, versions.get("partition_summary")
     )
     return {
-        "format_version": FORMAT_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "run": run,
         "findings": _findings_section(findings, top_n),
         "transactions": _transactions_section(transactions),

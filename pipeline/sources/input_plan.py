@@ -10,6 +10,7 @@ holds file names, sizes and modification times; no file content is read here but
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -19,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from pipeline.config import IngestSettings
 from pipeline.errors import InputError
+from pipeline.progress import timed
 from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, require_spark_filesystem
 from pipeline.sources.filesystems import configure, resolve
 from pipeline.sources.log_dir_names import PARTITION_DIR, SEGMENT_FILE
@@ -31,6 +33,8 @@ ACCEPTED = (
     f"({', '.join('*' + suffix for suffix in DUMP_SUFFIXES)}), columnar `batches` exports "
     f"({', '.join('*' + suffix for suffix in FORMATS_BY_SUFFIX)}), or directories of such files"
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,23 @@ def plan_inputs(spark: SparkSession, inputs: list[str], ingest: IngestSettings) 
     or for a log-dir input without segments once `ingest.skip_dir_suffixes` are left out."""
     configure(spark)
     found = _Sorted()
-    for path in dict.fromkeys(inputs):  # an input named twice is listed and read once
-        _classify(path, ingest, found)
-    for path in found.columnar_paths:
-        require_spark_filesystem(spark, path)
-    return InputPlan(
-        log_roots=segments_of(found.listings, found.skipped),
-        dump_files=list(dict.fromkeys(found.dump_files)),
-        columnar_paths=list(dict.fromkeys(found.columnar_paths)),
-    )
+    with timed(log, f"listing {len(inputs)} input(s)") as step:
+        for path in dict.fromkeys(inputs):  # an input named twice is listed and read once
+            _classify(path, ingest, found)
+        for path in found.columnar_paths:
+            require_spark_filesystem(spark, path)
+        plan = InputPlan(
+            log_roots=segments_of(found.listings, found.skipped),
+            dump_files=list(dict.fromkeys(found.dump_files)),
+            columnar_paths=list(dict.fromkeys(found.columnar_paths)),
+        )
+        segments = plan.log_roots.segments
+        step.count, step.unit = len(segments), "segments"
+        step.detail = (
+            f"{sum(segment.size for segment in segments) / 2**20:,.1f} MiB, {len(plan.dump_files)} dump file(s), "
+            f"{len(plan.columnar_paths)} columnar export(s)"
+        )
+    return plan
 
 
 def _is_dump(name: str) -> bool:

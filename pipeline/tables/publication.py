@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -93,6 +94,53 @@ def published_run(store: TableStore, run_id: str, commands: Iterable[str] = AUDI
             store.path(RUNS_TABLE), f"run {run_id} is not a published {' or '.join(commands)} run of this warehouse"
         )
     return _published(row)
+
+
+def published_as_of(
+    store: TableStore, version: int | None = None, epoch_ms: int | None = None, commands: Iterable[str] = AUDIT_COMMANDS
+) -> PublishedRun:
+    """The latest published run among `commands` as of a version of `findings`, or as of a time.
+
+    As of a version: the last run that published that version of findings or an earlier one. As of a time: the
+    last run that finished by then. Past the latest version, or past the latest recorded run, is an input error:
+    a later run could still change that answer, and an answer must not change once given.
+    """
+    commands = tuple(commands)
+    runs = store.read(RUNS_TABLE, schema=schemas.RUNS).where(
+        F.col("command").isin(*commands) & (F.col("status") == STATUS_SUCCEEDED)
+    )
+    if version is not None:
+        latest = store.version("findings") if store.exists("findings") else None
+        if latest is None or version > latest:
+            newest = "it has none" if latest is None else f"the latest is {latest}"
+            raise InputError(store.path("findings"), f"version {version} is past the latest version ({newest})")
+        reached, point = F.col("table_versions")["findings"] <= version, f"version {version} of findings"
+    else:
+        latest_commit = store.history(RUNS_TABLE, limit=1)[0]["timestamp"] if store.exists(RUNS_TABLE) else None
+        if latest_commit is None or epoch_ms > _epoch_ms(latest_commit):
+            raise InputError(
+                store.path(RUNS_TABLE),
+                f"{_iso(epoch_ms)} is past the latest recorded run "
+                f"({'none' if latest_commit is None else _iso(_epoch_ms(latest_commit))})",
+            )
+        reached, point = F.col("finished_at") <= F.timestamp_millis(F.lit(epoch_ms)), _iso(epoch_ms)
+    row = (
+        runs.where(reached)
+        .orderBy(F.col("finished_at").desc(), F.col("run_id").desc())
+        .select("run_id", "command", "table_versions")
+        .first()
+    )
+    if row is None:
+        raise InputError(store.path(RUNS_TABLE), f"{point} is before the first published {' or '.join(commands)} run")
+    return _published(row)
+
+
+def _epoch_ms(moment: datetime) -> int:
+    return int(moment.astimezone(UTC).timestamp() * 1000)
+
+
+def _iso(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def read_published(store: TableStore, table: str, schema=None, run: PublishedRun | None = None) -> DataFrame:

@@ -15,6 +15,7 @@ from pyspark.sql.types import StructType
 
 from pipeline import jar_bundles
 from pipeline.delta_jars import BUNDLE, CATALOG, EXTENSION
+from pipeline.progress import timed
 from pipeline.tables.backend import (
     Backend,
     BackendUnavailableError,
@@ -50,11 +51,17 @@ class TableStore:
 
     def append(self, df: DataFrame, table: str, partition_by: list[str] | None = None) -> int:
         """Add the rows of `df`; `partition_by` None follows the existing table. Returns the committed version."""
-        return self._backend.append(df, self.path(table), partition_by)
+        with timed(log, f"appending to {table}") as step:
+            version = self._backend.append(df, self.path(table), partition_by)
+            step.detail = f"version {version}"
+        return version
 
     def overwrite(self, df: DataFrame, table: str, partition_by: list[str] | None = None) -> int:
         """Replace the whole table: rows, schema and partitioning. Returns the committed version."""
-        return self._backend.overwrite(df, self.path(table), partition_by)
+        with timed(log, f"writing {table}") as step:
+            version = self._backend.overwrite(df, self.path(table), partition_by)
+            step.count, step.detail = logged_row_count(self.path(table)), f"version {version}"
+        return version
 
     def overwrite_partitions(self, df: DataFrame, table: str, partition_by: list[str], values: dict[str, list]) -> int:
         """Atomically replace the partitions whose values are listed in `values` with the rows of `df`.
@@ -64,7 +71,11 @@ class TableStore:
         Creates the table when it is missing. Returns the committed version.
         """
         check_replaced_partitions(partition_by, values)
-        return self._backend.overwrite_partitions(df, self.path(table), list(partition_by), values)
+        with timed(log, f"writing {table}") as step:
+            version = self._backend.overwrite_partitions(df, self.path(table), list(partition_by), values)
+            # The rows of the replaced partitions are the rows written, by the log's statistics: no Spark job.
+            step.count, step.detail = logged_row_count(self.path(table), values), f"version {version}"
+        return version
 
     def read(self, table: str, schema: StructType | None = None, version: int | None = None) -> DataFrame:
         """The latest snapshot, or `version`; with `schema`, its columns in its order.
