@@ -21,7 +21,8 @@ class AuditInputs:
 
     `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
     `producer_batches`: its rows that carry producer state; `transactions`, `replicas`, `open_transactions`,
-    `partitions` and `coordinator_records`: derived state (pipeline.audit.state). Side tables are None when
+    `partitions`, `transaction_causes` (why each open transaction has no marker) and `coordinator_records`:
+    derived state (pipeline.audit.state). Side tables are None when
     the input had none.
     """
 
@@ -31,6 +32,7 @@ class AuditInputs:
     replicas: DataFrame
     open_transactions: DataFrame
     partitions: DataFrame
+    transaction_causes: DataFrame
     coordinator_records: DataFrame | None = None
     txn_index: DataFrame | None = None
     producer_snapshots: DataFrame | None = None
