@@ -74,6 +74,7 @@ AUDIT_TABLES = {  # name (also the AuditResult attribute): partition columns
     "producer_state": schemas.PRODUCER_STATE_PARTITION_BY,
     "partition_summary": schemas.PARTITION_SUMMARY_PARTITION_BY,
     "global_transactions": schemas.GLOBAL_TRANSACTIONS_PARTITION_BY,
+    "read_committed": schemas.READ_COMMITTED_PARTITION_BY,
 }
 
 # the side tables run_audit checks, with their schemas

@@ -12,6 +12,7 @@ from schemas.partition_metadata import PARTITION_METADATA, PARTITION_METADATA_PA
 from schemas.partition_summary import PARTITION_SUMMARY, PARTITION_SUMMARY_PARTITION_BY
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS, PRODUCER_SNAPSHOTS_PARTITION_BY
 from schemas.producer_state import PRODUCER_STATE, PRODUCER_STATE_PARTITION_BY
+from schemas.read_committed import READ_COMMITTED, READ_COMMITTED_PARTITION_BY
 from schemas.runs import RUNS
 from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_LOG_PARTITION_BY
 from schemas.transactions import TRANSACTIONS, TRANSACTIONS_PARTITION_BY
@@ -31,6 +32,7 @@ SCHEMAS = {
     "partition_summary": PARTITION_SUMMARY,
     "producer_snapshots": PRODUCER_SNAPSHOTS,
     "producer_state": PRODUCER_STATE,
+    "read_committed": READ_COMMITTED,
     "runs": RUNS,
     "transaction_log": TRANSACTION_LOG,
     "transactions": TRANSACTIONS,
@@ -65,6 +67,8 @@ __all__ = [
     "PARTITION_SUMMARY_PARTITION_BY",
     "PRODUCER_STATE",
     "PRODUCER_STATE_PARTITION_BY",
+    "READ_COMMITTED",
+    "READ_COMMITTED_PARTITION_BY",
     "RUNS",
     "TRANSACTION_LOG",
     "TRANSACTION_LOG_PARTITION_BY",

@@ -1,4 +1,9 @@
-"""`transactions`: every transaction reconstructed per (topic, partition, producer id) from data and markers."""
+"""`transactions`: every transaction reconstructed per (topic, partition, producer id) from data and markers.
+
+An OPEN transaction (no marker yet) carries `cause`, why it has none as far as the log and the coordinator
+records tell (one of CAUSES), `cause_evidence`, and the `kafka-transactions.sh abort` command that ends it; the
+three are null for closed transactions.
+"""
 
 from pyspark.sql import types as T
 
@@ -6,6 +11,24 @@ OUTCOME_COMMITTED = "COMMITTED"
 OUTCOME_ABORTED = "ABORTED"
 OUTCOME_OPEN = "OPEN"
 OUTCOME_EMPTY = "EMPTY"  # a marker that closed no open transaction (spec §6.0a.7)
+
+# Why an open transaction has no marker (pipeline.audit.hanging), in the order they are decided.
+CAUSE_LATE_DATA = "LATE_DATA"  # data of an epoch whose transaction the producer's marker had already closed
+CAUSE_MARKER_MISSING = "MARKER_MISSING"  # the coordinator decided (Prepare*) but no marker reached the partition
+CAUSE_ID_EXPIRED = "TRANSACTIONAL_ID_EXPIRED"  # the id's latest record is a tombstone (or a persisted Dead)
+CAUSE_NO_TRANSACTIONAL_ID = "NO_TRANSACTIONAL_ID"  # the coordinator records name the producer id nowhere
+CAUSE_PARTITION_NOT_ADDED = "PARTITION_NOT_ADDED"  # no Ongoing record of (producer id, epoch) lists the partition
+CAUSE_ONGOING = "COORDINATOR_ONGOING"  # the coordinator's transaction is still Ongoing with the partition
+CAUSE_UNKNOWN = "UNKNOWN"  # no coordinator records that could tell
+CAUSES = (
+    CAUSE_LATE_DATA,
+    CAUSE_MARKER_MISSING,
+    CAUSE_ID_EXPIRED,
+    CAUSE_NO_TRANSACTIONAL_ID,
+    CAUSE_PARTITION_NOT_ADDED,
+    CAUSE_ONGOING,
+    CAUSE_UNKNOWN,
+)
 
 TRANSACTIONS = T.StructType(
     [
@@ -27,6 +50,9 @@ TRANSACTIONS = T.StructType(
         T.StructField("duration_ms", T.LongType(), True),
         T.StructField("transaction_version", T.StringType(), True),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cause", T.StringType(), True),
+        T.StructField("cause_evidence", T.MapType(T.StringType(), T.StringType(), True), True),
+        T.StructField("abort_command", T.StringType(), True),
     ]
 )
 
@@ -52,4 +78,7 @@ COLUMN_MEANINGS = {
     "duration_ms": "end - start",
     "transaction_version": "transaction version it was judged by (as in `producer_state`)",
     "broker_id": "broker whose replica was audited",
+    "cause": "why an `OPEN` transaction has no marker (one of CAUSES); null when closed",
+    "cause_evidence": "what the cause was read from: the records and offsets that show it",
+    "abort_command": "the `kafka-transactions.sh abort` command (with `--start-offset`) that ends an open one",
 }

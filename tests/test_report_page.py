@@ -181,6 +181,7 @@ def _hostile_page_data() -> tuple[dict, dict, dict]:
         "last_offset": 4,
         "end_timestamp": 2**62,  # out of datetime's range, as a damaged log may say
         "hanging": True,
+        "cause": HOSTILE,
         "abort_command": f"kafka-transactions.sh abort --topic {HOSTILE}",
     }
     details = {

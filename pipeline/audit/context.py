@@ -21,8 +21,9 @@ class AuditInputs:
 
     `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
     `producer_batches`: its rows that carry producer state; `transactions`, `replicas`, `open_transactions`,
-    `partitions` and `coordinator_records`: derived state (pipeline.audit.state); `all_batches`: every entry of
-    every replica as ingested, for the rules that compare replicas. Side tables are None when the input had none.
+    `partitions`, `transaction_causes` (why each open transaction has no marker) and `coordinator_records`:
+    derived state (pipeline.audit.state); `all_batches`: every entry of every replica as ingested, for the rules
+    that compare replicas. Side tables are None when the input had none.
     """
 
     batches: DataFrame
@@ -32,6 +33,7 @@ class AuditInputs:
     open_transactions: DataFrame
     partitions: DataFrame
     all_batches: DataFrame
+    transaction_causes: DataFrame
     coordinator_records: DataFrame | None = None
     txn_index: DataFrame | None = None
     producer_snapshots: DataFrame | None = None

@@ -118,7 +118,7 @@ def tv2_transaction_epochs(records: DataFrame) -> DataFrame:
     )
 
 
-def _ongoing_partitions(records: DataFrame) -> DataFrame:
+def ongoing_partitions(records: DataFrame) -> DataFrame:
     """(producer id, epoch, partition name) of every Ongoing record."""
     return (
         records.where(~F.col("is_tombstone") & (F.col("state") == ONGOING))
@@ -151,7 +151,7 @@ def TRANSACTION_DATA(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None
         inputs.transactions.where(F.col("first_offset").isNotNull())
         .withColumn("tp_name", tp_name())
         .join(known_producers(records), on="producer_id", how="inner")
-        .join(_ongoing_partitions(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
+        .join(ongoing_partitions(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
         .join(_fully_uncleaned(records), on="producer_id", how="left")
         .select(
             "*",
@@ -194,7 +194,7 @@ def OFFSET_COMMITS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None: 
         .join(replicas, on=[*TP, "broker_id"], how="inner")
         .withColumn("tp_name", tp_name())
         .join(known_producers(records), on="producer_id", how="inner")
-        .join(_ongoing_partitions(records).drop("producer_epoch").distinct(), on=["producer_id", "tp_name"], how="left")
+        .join(ongoing_partitions(records).drop("producer_epoch").distinct(), on=["producer_id", "tp_name"], how="left")
         .select(
             "*",
             F.col("record_offset").alias("base_offset"),
@@ -217,7 +217,7 @@ def offsets_partition_not_added(ctx: AuditContext) -> Fires:
     )
 
 
-def _latest_per_id(records: DataFrame) -> DataFrame:
+def latest_per_id(records: DataFrame) -> DataFrame:
     newest_first = Window.partitionBy(*TP, "transactional_id").orderBy(F.col("record_offset").desc())
     return (
         records.where(F.col("transactional_id").isNotNull())
@@ -250,7 +250,7 @@ def OPEN_TRANSACTION_IDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | 
     return (
         inputs.transactions.where(F.col("outcome") == OUTCOME_OPEN)
         .join(ids_of_producer, on="producer_id", how="inner")
-        .join(_latest_per_id(records), on=["coordinator_topic", "transactional_id"], how="inner")
+        .join(latest_per_id(records), on=["coordinator_topic", "transactional_id"], how="inner")
         .withColumn("tp_name", tp_name())
         .select(
             "*",

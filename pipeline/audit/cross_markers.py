@@ -274,7 +274,7 @@ def marker_coordinator_epoch(ctx: AuditContext) -> Fires:
     )
 
 
-def _latest_decisions(records: DataFrame) -> DataFrame:
+def latest_decisions(records: DataFrame) -> DataFrame:
     """Per (producer id, partition name), the latest Prepare* record listing it (`decision`), with whether a later
     record of its transactional id follows it (`decision.completed`) and whether an Ongoing record listing the
     partition came after it (`reopened`: a new transaction added the partition again)."""
@@ -335,7 +335,7 @@ def DECISIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # no
     return (
         _last_data_transactions(inputs.transactions)
         .withColumn("tp_name", tp_name())
-        .join(_latest_decisions(records), on=["producer_id", "tp_name"], how="inner")
+        .join(latest_decisions(records), on=["producer_id", "tp_name"], how="inner")
         .select(
             "*",
             F.col("last.producer_epoch").alias("producer_epoch"),

@@ -1,5 +1,5 @@
 """Audit entry point: batches in, findings / transactions / producer_state / partition_summary /
-global_transactions out.
+global_transactions / read_committed out.
 
 The engine iterates the registry (pipeline.audit.registry); no rule family is wired here by hand. A run is a
 fixed sequence of small plans, each starting from scans of what the step before it wrote to the scratch
@@ -41,7 +41,10 @@ from pipeline.audit import (  # noqa: F401
 from pipeline.audit.columns import explode_findings
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.global_transactions import build_global_transactions
+from pipeline.audit.hanging import CAUSE_COLUMNS
+from pipeline.audit.read_committed import build_read_committed
 from pipeline.audit.registry import CHECKS, FRAMES
+from pipeline.audit.replay import TP_PID
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.state import build_state
 from pipeline.config import AuditSettings
@@ -49,6 +52,7 @@ from schemas.findings import FINDINGS
 from schemas.global_transactions import GLOBAL_TRANSACTIONS
 from schemas.partition_summary import PARTITION_SUMMARY
 from schemas.producer_state import PRODUCER_STATE
+from schemas.read_committed import READ_COMMITTED
 from schemas.transactions import TRANSACTIONS
 
 SIDE_TABLES = (
@@ -69,6 +73,7 @@ class AuditResult:
     producer_state: DataFrame
     partition_summary: DataFrame
     global_transactions: DataFrame
+    read_committed: DataFrame
     scratch: Scratch
 
     def release(self) -> None:
@@ -120,12 +125,23 @@ def run_audit(
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),
-        transactions=_with_run(inputs.transactions, run_id, TRANSACTIONS),
+        transactions=_with_run(_with_causes(inputs), run_id, TRANSACTIONS),
         producer_state=_with_run(transactions.build_producer_state(inputs.producer_batches), run_id, PRODUCER_STATE),
         partition_summary=_with_run(summary, run_id, PARTITION_SUMMARY),
         global_transactions=_with_run(_global_transactions(inputs, batches), run_id, GLOBAL_TRANSACTIONS),
+        read_committed=_with_run(
+            build_read_committed(inputs.transactions, inputs.partitions, inputs.checkpoints, inputs.replicas),
+            run_id,
+            READ_COMMITTED,
+        ),
         scratch=scratch,
     )
+
+
+def _with_causes(inputs: AuditInputs) -> DataFrame:
+    """The transactions with the cause, evidence and abort command of the open ones (null for the others)."""
+    causes = inputs.transaction_causes.select(*TP_PID, "first_offset", *CAUSE_COLUMNS)
+    return inputs.transactions.join(causes, on=[*TP_PID, "first_offset"], how="left")
 
 
 def _global_transactions(inputs: AuditInputs, batches: DataFrame) -> DataFrame:

@@ -1,8 +1,8 @@
 """The audit's state, materialised once per run: what every frame and output table reads.
 
 `replay` (every entry with file-order and producer state, pipeline.audit.replay) is computed with one exchange
-of the batches; `transactions`, `replicas`, `log_starts`, `open_transactions`, `partitions` and
-`coordinator_records` are aggregates and joins of it, each a small plan over scans.
+of the batches; `transactions`, `replicas`, `log_starts`, `open_transactions`, `partitions`,
+`transaction_causes` and `coordinator_records` are aggregates and joins of it, each a small plan over scans.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.hanging import transaction_causes
 from pipeline.audit.replay import replay
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.transaction_log import audited_records
@@ -47,15 +48,21 @@ def build_state(
     open_txns = scratch.materialise(
         open_transactions(transactions, replayed, settings, ctx.reference_time_ms, log_starts), "open_transactions"
     )
-    partitions = scratch.materialise(partition_offsets(replayed, transactions, open_txns, log_starts), "partitions")
+    last = scratch.materialise_all(
+        {
+            "partitions": lambda: partition_offsets(replayed, transactions, open_txns, log_starts),
+            "transaction_causes": lambda: transaction_causes(open_txns, transactions, records),
+        }
+    )
     return AuditInputs(
         batches=replayed,
         producer_batches=producer_batches,
         transactions=transactions,
         replicas=replicas,
         open_transactions=open_txns,
-        partitions=partitions,
+        partitions=last["partitions"],
         all_batches=batches,
+        transaction_causes=last["transaction_causes"],
         coordinator_records=records,
         txn_index=side.get("txn_index"),
         producer_snapshots=side.get("producer_snapshots"),

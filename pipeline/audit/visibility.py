@@ -178,15 +178,20 @@ def compaction_blocked(ctx: AuditContext) -> Fires:
     )
 
 
-def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFrame:
-    """The log start offset of each audited replica's partitions, from log-start-offset-checkpoint."""
+def checkpointed_offsets(checkpoints: DataFrame, replicas: DataFrame, kind: str, name: str) -> DataFrame:
+    """Per partition, the offset the audited replica's checkpoint file `kind` holds for it, as column `name`."""
     return (
-        checkpoints.where((F.col("kind") == LOG_START_OFFSET) & F.col("offset").isNotNull())
+        checkpoints.where((F.col("kind") == kind) & F.col("offset").isNotNull())
         .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
         .join(replicas.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner")
         .groupBy(*TP)
-        .agg(F.max("offset").alias("checkpoint_log_start"))
+        .agg(F.max("offset").alias(name))
     )
+
+
+def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFrame:
+    """The log start offset of each audited replica's partitions, from log-start-offset-checkpoint."""
+    return checkpointed_offsets(checkpoints, replicas, LOG_START_OFFSET, "checkpoint_log_start")
 
 
 def partition_offsets(

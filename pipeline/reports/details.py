@@ -75,7 +75,8 @@ def lso_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:
 
 
 def open_transactions_section(transactions: DataFrame, findings: DataFrame, top_n: int) -> dict[str, Any]:
-    """Open transactions, hanging ones (an LSO-002 finding at their start offset) first, with the abort command."""
+    """Open transactions, hanging ones (an LSO-002 finding at their start offset) first, with why they have no
+    marker (`cause`) and the abort command."""
     hanging = (
         findings.where(F.col("rule_code") == HANGING_RULE)
         .select(*TP, "producer_id", F.col("base_offset").alias("first_offset"), F.lit(True).alias("hanging"))
@@ -85,7 +86,7 @@ def open_transactions_section(transactions: DataFrame, findings: DataFrame, top_
     open_rows = (
         transactions.where(F.col("outcome") == OUTCOME_OPEN)
         .join(hanging, on=_null_safe(transactions, hanging, keys), how="left")
-        .select(*[transactions[c] for c in keys], "producer_epoch", "last_offset", "end_timestamp", "hanging")
+        .select(*[transactions[c] for c in keys], "producer_epoch", "last_offset", "end_timestamp", "cause", "hanging")
         .withColumn("hanging", F.coalesce(F.col("hanging"), F.lit(False)))
         .withColumn("abort_command", abort_command(F.col("topic"), F.col("partition"), F.col("first_offset")))
     )

@@ -259,6 +259,7 @@ def _stability(lso: Mapping[str, Any], open_transactions: Mapping[str, Any]) -> 
                 t["first_offset"],
                 utc(t["end_timestamp"]),
                 Safe('<b class="new">hanging</b>' if t["hanging"] else "open"),
+                t["cause"] or "",
                 Safe(f"<code>{_e(t['abort_command'])}</code>"),
             ]
             for t in open_transactions["listed"]
@@ -269,7 +270,17 @@ def _stability(lso: Mapping[str, Any], open_transactions: Mapping[str, Any]) -> 
             "a bootstrap server; an open transaction that is not hanging may still be completed by its "
             "coordinator.</p>",
             _table(
-                ["topic", "partition", "broker", "producer:epoch", "start offset", "last batch", "state", "abort"],
+                [
+                    "topic",
+                    "partition",
+                    "broker",
+                    "producer:epoch",
+                    "start offset",
+                    "last batch",
+                    "state",
+                    "cause",
+                    "abort",
+                ],
                 rows,
             ),
         ]

@@ -72,6 +72,7 @@ def render_markdown(summary: Mapping[str, Any], details: Mapping[str, Any], chan
                 t["first_offset"],
                 utc(t["end_timestamp"]),
                 "hanging" if t["hanging"] else "open",
+                t["cause"] or "",
                 _code(t["abort_command"]),
             ]
             for t in open_transactions["listed"]
@@ -79,7 +80,7 @@ def render_markdown(summary: Mapping[str, Any], details: Mapping[str, Any], chan
         lines += [
             f"### Open transactions ({len(rows)} of {open_transactions['open']:,}, hanging first)",
             "",
-            *_table(["partition", "producer:epoch", "start offset", "last batch", "state", "abort"], rows),
+            *_table(["partition", "producer:epoch", "start offset", "last batch", "state", "cause", "abort"], rows),
             "",
         ]
     lines.append("The charts, evidence and timeline are in report.html beside this file.")
