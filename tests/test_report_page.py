@@ -6,6 +6,8 @@ One warehouse, audited twice in this process (the `two_audit_runs` fixture): fir
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import shutil
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import schemas
+from pipeline.audit.registry import RULES
 from pipeline.reports import charts
 from pipeline.reports.changes import IDENTITY, build_changes, compare_findings, previous_audit_run
 from pipeline.reports.html import render_html
@@ -61,6 +64,15 @@ def test_the_report_files_lie_beside_summary_json(audited):
     markdown = (Path(store.warehouse) / "reports" / later / "report.md").read_text()
     assert f"Since run {earlier}: **2 new**" in markdown.replace("\\", "")
     assert "No comparison" in (Path(store.warehouse) / "reports" / earlier / "report.md").read_text()
+
+
+def test_the_page_says_what_to_do_for_each_rule_that_fired(audited):
+    store, _, later = audited
+    page = (Path(store.warehouse) / "reports" / later / "report.html").read_text()
+    fired = json.loads((Path(store.warehouse) / "reports" / later / "summary.json").read_text())["findings"]["by_rule"]
+    assert fired
+    for code in fired:
+        assert html.escape(RULES[code].action) in page, code
 
 
 def test_the_previous_run_is_the_last_published_audit_before_it(audited):

@@ -184,10 +184,16 @@ def _findings(findings: Mapping[str, Any]) -> str:
     )
     if findings["by_rule"]:
         rows = [
-            [code, entry["name"], Safe(" ".join(_severity(s) for s in entry["by_severity"])), entry["count"]]
+            [
+                code,
+                entry["name"],
+                Safe(" ".join(_severity(s) for s in entry["by_severity"])),
+                entry["count"],
+                _rule_action(code),
+            ]
             for code, entry in sorted(findings["by_rule"].items(), key=lambda item: (-item[1]["count"], item[0]))
         ]
-        parts += ["<h3>By rule</h3>", _table(["rule", "name", "severities", "findings"], rows)]
+        parts += ["<h3>By rule</h3>", _table(["rule", "name", "severities", "findings", "what to do"], rows)]
     top = findings["top"]
     if top:
         rows = [
@@ -368,6 +374,12 @@ def _severity(severity: str) -> str:
 def _rule_name(code: str) -> str:
     registered = RULES.get(code)
     return registered.name if registered else ""
+
+
+def _rule_action(code: str) -> str:
+    """The rule's next step for an operator, as the catalog (docs/rules.md) gives it."""
+    registered = RULES.get(code)
+    return registered.action if registered else ""
 
 
 def _num(numeric: bool) -> str:
