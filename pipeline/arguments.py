@@ -67,7 +67,15 @@ def parse_as_of(text: str) -> AsOf:
     text = text.strip()
     if text.isdigit() and int(text) < VERSION_LIMIT:
         return AsOf(version=int(text))
-    return AsOf(epoch_ms=parse_reference_time(text))
+    try:
+        return AsOf(epoch_ms=parse_reference_time(text))
+    except ValueError:
+        if text.isdigit():  # past year 9999: that message says so
+            raise
+        raise ValueError(
+            f"{text!r} is neither a version of the findings table, ISO-8601 (e.g. 2024-05-01T12:00:00Z) nor "
+            "epoch milliseconds"
+        ) from None
 
 
 def _non_negative_int(text: str) -> int:

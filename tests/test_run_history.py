@@ -152,6 +152,11 @@ def test_as_of_reads_small_numbers_as_versions_and_the_rest_as_times(text, expec
     assert parse_as_of(text) == expected
 
 
+def test_an_as_of_that_is_neither_says_what_it_may_be():
+    with pytest.raises(ValueError, match="neither a version of the findings table, ISO-8601"):
+        parse_as_of("yesterday")
+
+
 def test_as_of_a_findings_version_is_the_run_that_published_it(history):
     _, store, earlier, later, rows = history
     earlier_version = rows[earlier].table_versions["findings"]
