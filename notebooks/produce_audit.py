@@ -203,14 +203,23 @@ show_chart(figure, "findings", None if "://" in warehouse else Path(warehouse) /
 # COMMAND ----------
 
 # MAGIC %md
-# MAGIC ## Open and hanging transactions, with the command that aborts each
+# MAGIC ## Open and hanging transactions: why each has no marker, and the command that aborts it
 
 # COMMAND ----------
 
 show(
-    findings.where(F.col("rule_code") == "LSO-002").select(
-        "topic", "partition", "producer_id", "producer_epoch", "base_offset", F.col("evidence")["abort_command"]
+    transactions.where(F.col("outcome") == OUTCOME_OPEN)
+    .select(
+        "topic",
+        "partition",
+        "producer_id",
+        "producer_epoch",
+        "first_offset",
+        "cause",
+        "cause_evidence",
+        "abort_command",
     )
+    .orderBy("topic", "partition", "first_offset")
 )
 
 # COMMAND ----------
