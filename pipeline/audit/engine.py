@@ -33,6 +33,7 @@ from pipeline.audit import (  # noqa: F401
     sequences,
     snapshots,
     transaction_log,
+    transaction_log_transitions,
     transactions,
     txnindex,
     visibility,
