@@ -15,7 +15,8 @@ from pyspark.sql import functions as F
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.cross_checks import tp_name, tv2_transaction_epochs
 from pipeline.audit.registry import Fires, check, frame, rule
-from pipeline.audit.transaction_log import COORDINATOR_TRANSITIONS, ONGOING, PREPARE_ABORT
+from pipeline.audit.transaction_log import ONGOING, PREPARE_ABORT
+from pipeline.audit.transaction_log_transitions import COORDINATOR_TRANSITIONS
 
 TV2_EPOCH_CHAIN = rule(
     "XTX-008",

@@ -34,6 +34,7 @@ from pipeline.audit import (  # noqa: F401
     sequences,
     snapshots,
     transaction_log,
+    transaction_log_transitions,
     transactions,
     txnindex,
     visibility,
