@@ -53,6 +53,8 @@ from pipeline.sources.dispatch import (
     read_partition_inputs,
     split_offset_commit_records,
 )
+from pipeline.sources.dumplog.grammar import UNKNOWN
+from pipeline.sources.dumplog.reader import dump_line_counts
 from pipeline.tables.publication import (
     AUDIT_COMMANDS,
     LEFTOVER_FOLDERS,
@@ -74,6 +76,7 @@ from schemas.transaction_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
+UNKNOWN_DUMP_LINES = f"dumplog.lines.{UNKNOWN}"  # the `runs.counts` entry the report shows
 SCRATCH_DIR = LEFTOVER_FOLDERS[0]  # intermediate tables of running audits, under the warehouse
 AUDIT_TABLES = {  # name (also the AuditResult attribute): partition columns
     "findings": schemas.FINDINGS_PARTITION_BY,
@@ -210,7 +213,7 @@ def run(
     with recording as (record, result):
         result.counts.update(_ingest(spark, store, settings, run_id, inputs))
         _audit(store, settings, run_id, reference_time_ms, result)
-        _report(store, settings, _run_section(record, store), result)
+        _report(store, settings, _run_section(record, store, result.counts), result)
     return result
 
 
@@ -240,6 +243,8 @@ def _ingest(
     log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
     counts = {"batches": written, "topics": len(topics)}
     counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
+    if plan.dump_files:
+        counts.update(dump_line_counts(spark, plan.dump_files))
     side_files = read_partition_inputs(spark, inputs, settings)
     if side_files is not None:
 
@@ -418,13 +423,15 @@ def _audited_run_section(store: TableStore, audited_run_id: str) -> dict[str, An
                 reference_time_ms=row.reference_time_ms,
                 delta_backend=row.delta_backend,
                 tool_version=row.tool_version,
+                **_unknown_dump_lines(row.counts or {}),
             )
     section["reported_at"] = _iso(datetime.now(UTC))
     return section
 
 
-def _run_section(record: _RunRecord, store: TableStore) -> dict[str, Any]:
+def _run_section(record: _RunRecord, store: TableStore, counts: Mapping[str, int]) -> dict[str, Any]:
     return {
+        **_unknown_dump_lines(counts),
         "id": record.run_id,
         "command": record.command,
         "started_at": _iso(record.started_at),
@@ -434,6 +441,13 @@ def _run_section(record: _RunRecord, store: TableStore) -> dict[str, Any]:
         "tool_version": __version__,
         "reported_at": _iso(datetime.now(UTC)),
     }
+
+
+def _unknown_dump_lines(counts: Mapping[str, int]) -> dict[str, int]:
+    """The report's count of dump-text lines that fit no layout, when the run read dump text."""
+    if UNKNOWN_DUMP_LINES not in counts:
+        return {}
+    return {"unknown_dump_lines": counts[UNKNOWN_DUMP_LINES]}
 
 
 @contextmanager

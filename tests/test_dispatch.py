@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.sources.dispatch import InputPlan, classify_inputs, read_inputs
+from pipeline.sources.dispatch import InputPlan, classify_inputs, read_inputs, read_partition_inputs
 from schemas.batches import BATCHES
 
 DUMP = """\
@@ -52,8 +52,15 @@ def test_dump_and_columnar_files_in_a_directory(spark, tmp_path: Path):
     write(tmp_path / "_sources.json", "{}")  # hidden like _SUCCESS: metadata, not data
     write(tmp_path / ".a.txt.crc", "")
     write(tmp_path / "README.md", "notes")
+    write(tmp_path / "__consumer_offsets-12.txt", DUMP)  # named after an internal topic's partition: data
+    write(tmp_path / "__transaction_state" / "30.out", DUMP)
     plan = classify_inputs(spark, [str(tmp_path), str(tmp_path / "a.txt")])
-    assert sorted(plan.dump_files) == [str(tmp_path / "a.txt"), str(tmp_path / "nested" / "b.dump")]
+    assert sorted(plan.dump_files) == [
+        str(tmp_path / "__consumer_offsets-12.txt"),
+        str(tmp_path / "__transaction_state" / "30.out"),
+        str(tmp_path / "a.txt"),
+        str(tmp_path / "nested" / "b.dump"),
+    ]
     assert plan.columnar_paths == [str(tmp_path / "c.jsonl")]
     assert plan.segment_roots == []
 
@@ -97,3 +104,35 @@ def test_read_inputs_unions_every_reader(spark, tmp_path: Path, monkeypatch):
     assert frame.schema == BATCHES
     rows = sorted((row.source_format, row.topic, row.partition) for row in frame.collect())
     assert rows == [("columnar", "payments", 2), ("dumplog", "orders", 0)]
+
+
+def test_snapshot_and_txn_index_dumps_reach_their_tables(spark, tmp_path: Path):
+    """Dumped `.txnindex` and `.snapshot` files give the txn_index and producer_snapshots rows of the binary
+    readers; a snapshot dumped without producer lines is a snapshot without entries, still seen."""
+    dump = write(
+        tmp_path / "side.txt",
+        DUMP
+        + "Dumping /kafka/orders-0/00000000000000000000.txnindex\n"
+        + "version: 0 producerId: 4 firstOffset: 10 lastOffset: 15 lastStableOffset: 10\n"
+        + "Dumping /kafka/orders-0/00000000000000000016.snapshot\n"
+        + "producerId: 4 producerEpoch: 1 coordinatorEpoch: 2 currentTxnFirstOffset: OptionalLong.empty "
+        + "lastTimestamp: 9 firstSequence: 0 lastSequence: 4 lastOffset: 14 offsetDelta: 4 timestamp: 9\n"
+        + "Dumping /kafka/orders-0/00000000000000000020.snapshot\n",
+    )
+    files = read_partition_inputs(spark, [str(dump)], Settings())
+    [entry] = files.txn_index.collect()
+    assert (entry.topic, entry.partition, entry.producer_id, entry.last_offset, entry.entry_status) == (
+        "orders",
+        0,
+        4,
+        15,
+        "ok",
+    )
+    snapshots = sorted(files.producer_snapshots.collect(), key=lambda row: row.snapshot_offset)
+    assert [(row.snapshot_offset, row.producer_id, row.last_sequence, row.file_status) for row in snapshots] == [
+        (16, 4, 4, "ok"),
+        (20, None, None, "ok"),
+    ]
+    assert files.leader_epochs.count() == files.checkpoints.count() == files.file_problems.count() == 0
+    columnar = write(tmp_path / "c.jsonl", json.dumps(COLUMNAR_ROW))
+    assert read_partition_inputs(spark, [str(columnar)], Settings()) is None

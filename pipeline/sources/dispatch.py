@@ -7,7 +7,7 @@ content is read here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
@@ -23,7 +23,9 @@ from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, read_c
 from pipeline.sources.dumplog.reader import (
     read_dumplog,
     read_dumplog_offset_commit_records,
+    read_dumplog_snapshots,
     read_dumplog_transaction_log,
+    read_dumplog_txn_index,
 )
 from pipeline.sources.filesystems import configure, resolve
 from pipeline.sources.log_dir_names import PARTITION_DIR, SEGMENT_FILE
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from pipeline.sources.segments import SegmentFile
 
 DUMP_SUFFIXES = (".txt", ".dump", ".out")
+INTERNAL_TOPIC_PREFIX = "__"  # __consumer_offsets, __transaction_state, __cluster_metadata, ...
 ACCEPTED = (
     "accepted inputs: a Kafka log directory (a `<topic>-<partition>` directory of `<20 digits>.log` segments, "
     "a log.dirs directory of them, or a directory of broker directories), kafka-dump-log text files "
@@ -55,8 +58,12 @@ def _is_dump(name: str) -> bool:
 
 
 def _is_hidden(relative_path: str) -> bool:
-    """Hidden or `_`-prefixed files and directories (_SUCCESS, .crc, _delta_log) are not data, as in Spark."""
-    return any(part.startswith((".", "_")) for part in relative_path.split("/"))
+    """Hidden or `_`-prefixed files and directories (_SUCCESS, .crc, _delta_log) are not data, as in Spark; a
+    `__` prefix is Kafka's internal topics' (`__consumer_offsets-12.txt`, the dump of a partition), not Spark's."""
+    return any(
+        part.startswith(".") or (part.startswith("_") and not part.startswith(INTERNAL_TOPIC_PREFIX))
+        for part in relative_path.split("/")
+    )
 
 
 def _classify(path: str, plan: InputPlan) -> None:
@@ -157,16 +164,31 @@ def read_inputs(
 
 
 def read_partition_inputs(spark: SparkSession, inputs: list[str], settings: Settings):
-    """The files beside the segments of the log-dir inputs (indexes, snapshots, checkpoints), or None.
+    """The files beside the segments of the log-dir inputs (indexes, snapshots, checkpoints) and the `.txnindex`
+    and `.snapshot` dumps among the dump text, as one `PartitionFiles`, or None when there are neither.
 
-    Dump text and columnar exports carry no such files.
+    Dump text shows no checkpoints or index problems, and columnar exports carry no such files.
     """
     plan = classify_inputs(spark, inputs)
-    if not plan.segment_roots:
+    if not plan.segment_roots and not plan.dump_files:
         return None
-    from pipeline.sources.partition_files.reader import read_partition_files
+    from pipeline.sources.partition_files.dump_forms import snapshots_from_dumplog, txn_index_from_dumplog
+    from pipeline.sources.partition_files.reader import empty_partition_files, read_partition_files
 
-    return read_partition_files(spark, plan.segment_roots, settings)
+    if plan.segment_roots:
+        files = read_partition_files(spark, plan.segment_roots, settings)
+    else:
+        files = empty_partition_files(spark)
+    if not plan.dump_files:
+        return files
+    skip = settings.ingest.skip_dir_suffixes
+    dumped_index = txn_index_from_dumplog(read_dumplog_txn_index(spark, plan.dump_files, skip))
+    dumped_snapshots = snapshots_from_dumplog(read_dumplog_snapshots(spark, plan.dump_files, skip))
+    return replace(
+        files,
+        txn_index=files.txn_index.unionByName(dumped_index),
+        producer_snapshots=files.producer_snapshots.unionByName(dumped_snapshots),
+    )
 
 
 @dataclass
