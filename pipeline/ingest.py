@@ -28,6 +28,7 @@ from pipeline.sources.dispatch import (
     read_partition_inputs,
     split_offset_commit_records,
 )
+from pipeline.sources.dumplog.reader import dump_line_counts
 from pipeline.sources.input_plan import InputPlan, plan_inputs
 from pipeline.tables.store import TableStore
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
@@ -74,17 +75,20 @@ def ingest_inputs(
     log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
     counts = {"batches": written, "topics": len(topics)}
     counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
-    counts.update(ingest_partition_files(spark, store, plan, topics))
+    if plan.dump_files:
+        counts.update(dump_line_counts(spark, plan.dump_files))
+    counts.update(ingest_partition_files(spark, store, settings, plan, topics))
     counts.update(ingest_internal_topics(spark, store, settings, plan, topics))
     return counts
 
 
 def ingest_partition_files(
-    spark: SparkSession, store: TableStore, plan: InputPlan, topics: list[str]
+    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, topics: list[str]
 ) -> dict[str, int]:
-    """Decode the files beside the segments of the log-dir inputs into their tables, for the topics with batches
-    (a partition without segments has nothing to audit). Dump text and columnar inputs carry no such files."""
-    side_files = read_partition_inputs(spark, plan)
+    """Decode the files beside the segments of the log-dir inputs, and the `.txnindex` and `.snapshot` dumps among
+    the dump text, into their tables, for the topics with batches (a partition without segments has nothing to
+    audit). Columnar inputs carry no such files."""
+    side_files = read_partition_inputs(spark, plan, settings)
     if side_files is None:
         return {}
 

@@ -46,6 +46,7 @@ from pipeline.reports.golden import (
 from pipeline.reports.html import render_html
 from pipeline.reports.markdown import render_markdown
 from pipeline.reports.summary import build_summary, write_report_file, write_summary
+from pipeline.sources.dumplog.grammar import UNKNOWN
 from pipeline.tables.publication import (
     AUDIT_COMMANDS,
     LEFTOVER_FOLDERS,
@@ -67,6 +68,7 @@ from pipeline.tables.store import TableStore
 
 log = logging.getLogger(__name__)
 
+UNKNOWN_DUMP_LINES = f"dumplog.lines.{UNKNOWN}"  # the `runs.counts` entry the report shows
 SCRATCH_DIR = LEFTOVER_FOLDERS[0]  # intermediate tables of running audits, under the warehouse
 AUDIT_TABLES = {  # name (also the AuditResult attribute): partition columns
     "findings": schemas.FINDINGS_PARTITION_BY,
@@ -219,7 +221,7 @@ def run(
     with recording as (record, result):
         result.counts.update(ingest_inputs(spark, store, settings, run_id, inputs))
         _audit(store, settings, run_id, reference_time_ms, result)
-        _report(store, settings, _run_section(record, store), result)
+        _report(store, settings, _run_section(record, store, result.counts), result)
     return result
 
 
@@ -340,13 +342,15 @@ def _audited_run_section(store: TableStore, audited_run_id: str) -> dict[str, An
                 reference_time_ms=row.reference_time_ms,
                 delta_backend=row.delta_backend,
                 tool_version=row.tool_version,
+                **_unknown_dump_lines(row.counts or {}),
             )
     section["reported_at"] = _iso(datetime.now(UTC))
     return section
 
 
-def _run_section(record: _RunRecord, store: TableStore) -> dict[str, Any]:
+def _run_section(record: _RunRecord, store: TableStore, counts: Mapping[str, int]) -> dict[str, Any]:
     return {
+        **_unknown_dump_lines(counts),
         "id": record.run_id,
         "command": record.command,
         "started_at": _iso(record.started_at),
@@ -356,6 +360,12 @@ def _run_section(record: _RunRecord, store: TableStore) -> dict[str, Any]:
         "tool_version": __version__,
         "reported_at": _iso(datetime.now(UTC)),
     }
+
+
+def _unknown_dump_lines(counts: Mapping[str, int]) -> dict[str, int | None]:
+    """The report's count of dump-text lines that fit no layout: 0 for a run that read no dump text, null when the
+    run ingested nothing (an `audit`), so the key is always there."""
+    return {"unknown_dump_lines": counts.get(UNKNOWN_DUMP_LINES, 0 if "batches" in counts else None)}
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.runner import ingest
-from pipeline.sources.dispatch import read_inputs
+from pipeline.sources.dispatch import read_inputs, read_partition_inputs
 from pipeline.sources.input_plan import plan_inputs
 from pipeline.sources.kafka_format.encoding import encode_batch, segment_file_name
 from pipeline.tables.store import TableStore
@@ -70,8 +70,15 @@ def test_dump_and_columnar_files_in_a_directory(spark, tmp_path: Path):
     write(tmp_path / "_sources.json", "{}")  # hidden like _SUCCESS: metadata, not data
     write(tmp_path / ".a.txt.crc", "")
     write(tmp_path / "README.md", "notes")
+    write(tmp_path / "__consumer_offsets-12.txt", DUMP)  # named after an internal topic's partition: data
+    write(tmp_path / "__transaction_state" / "30.out", DUMP)
     plan = plan_inputs(spark, [str(tmp_path), str(tmp_path / "a.txt")], Settings().ingest)
-    assert sorted(plan.dump_files) == [str(tmp_path / "a.txt"), str(tmp_path / "nested" / "b.dump")]
+    assert sorted(plan.dump_files) == [
+        str(tmp_path / "__consumer_offsets-12.txt"),
+        str(tmp_path / "__transaction_state" / "30.out"),
+        str(tmp_path / "a.txt"),
+        str(tmp_path / "nested" / "b.dump"),
+    ]
     assert plan.columnar_paths == [str(tmp_path / "c.jsonl")]
     assert plan.segment_roots == []
 
@@ -177,3 +184,35 @@ def test_a_run_lists_and_classifies_each_input_once(spark, tmp_path: Path, monke
         str(cluster / "meta.properties"): 1,
         str(other_broker / "meta.properties"): 1,
     }
+
+
+def test_snapshot_and_txn_index_dumps_reach_their_tables(spark, tmp_path: Path):
+    """Dumped `.txnindex` and `.snapshot` files give the txn_index and producer_snapshots rows of the binary
+    readers; a snapshot dumped without producer lines is a snapshot without entries, still seen."""
+    dump = write(
+        tmp_path / "side.txt",
+        DUMP
+        + "Dumping /kafka/orders-0/00000000000000000000.txnindex\n"
+        + "version: 0 producerId: 4 firstOffset: 10 lastOffset: 15 lastStableOffset: 10\n"
+        + "Dumping /kafka/orders-0/00000000000000000016.snapshot\n"
+        + "producerId: 4 producerEpoch: 1 coordinatorEpoch: 2 currentTxnFirstOffset: OptionalLong.empty "
+        + "lastTimestamp: 9 firstSequence: 0 lastSequence: 4 lastOffset: 14 offsetDelta: 4 timestamp: 9\n"
+        + "Dumping /kafka/orders-0/00000000000000000020.snapshot\n",
+    )
+    files = read_partition_inputs(spark, plan_inputs(spark, [str(dump)], Settings().ingest), Settings())
+    [entry] = files.txn_index.collect()
+    assert (entry.topic, entry.partition, entry.producer_id, entry.last_offset, entry.entry_status) == (
+        "orders",
+        0,
+        4,
+        15,
+        "ok",
+    )
+    snapshots = sorted(files.producer_snapshots.collect(), key=lambda row: row.snapshot_offset)
+    assert [(row.snapshot_offset, row.producer_id, row.last_sequence, row.file_status) for row in snapshots] == [
+        (16, 4, 4, "ok"),
+        (20, None, None, "ok"),
+    ]
+    assert files.leader_epochs.count() == files.checkpoints.count() == files.file_problems.count() == 0
+    columnar = write(tmp_path / "c.jsonl", json.dumps(COLUMNAR_ROW))
+    assert read_partition_inputs(spark, plan_inputs(spark, [str(columnar)], Settings().ingest), Settings()) is None

@@ -32,6 +32,7 @@ from pipeline.sources.dumplog.reader import (
     DUMP_REPORT,
     SNAPSHOT_ENTRIES,
     TXN_INDEX_ENTRIES,
+    dump_line_counts,
     read_dumplog,
     read_dumplog_report,
     read_dumplog_snapshots,
@@ -473,6 +474,21 @@ def test_snapshot_lines_of_every_version():
     assert fields(7) == (2, 0, None, 1800, None, None, None, None, None)  # 4.x, no batch cached
 
 
+def test_a_snapshot_dumped_without_producer_lines_is_one_entry_without_producer():
+    parsed = parse(SNAPSHOT_LINES + "Dumping /kafka/orders-3/00000000000000000130.snapshot\n")
+    entry = parsed.snapshot_entries[-1]
+    assert len(parsed.snapshot_entries) == 8 and set(entry) == set(SNAPSHOT_ENTRIES.fieldNames())
+    assert (entry["topic"], entry["partition"], entry["snapshot_offset"], entry["line_number"]) == ("orders", 3, 130, 9)
+    assert {name for name, value in entry.items() if value is not None} == {
+        "topic",
+        "partition",
+        "snapshot_offset",
+        "source_file",
+        "line_number",
+    }
+    assert parse("Dumping /kafka/orders-3/00000000000000000000.txnindex").snapshot_entries == []
+
+
 def test_txn_index_line():
     parsed = parse(
         """
@@ -724,3 +740,15 @@ def test_report_snapshot_and_txn_index_readers(spark, dump_paths):
     txn_index = read_dumplog_txn_index(spark, dump_paths)
     assert txn_index.schema == TXN_INDEX_ENTRIES
     assert [(row.producer_id, row.last_stable_offset) for row in txn_index.collect()] == [(0, 2)]
+
+
+def test_line_counts_of_a_run(spark, dump_paths, real_parses):
+    counts = dump_line_counts(spark, dump_paths)
+    assert counts["dumplog.files"] == len(dump_paths)
+    assert counts[f"dumplog.lines.{UNKNOWN}"] == sum(
+        count for name, count in EXPECTED_UNKNOWN_LINES.items() if name != HEADERLESS_DUMP
+    )
+    assert counts[f"dumplog.lines.{BATCH}"] == sum(
+        real_parses[Path(path).name].line_counts[BATCH] for path in dump_paths
+    )
+    assert set(counts) == {"dumplog.files", *(f"dumplog.lines.{kind}" for kind in LINE_KINDS)}

@@ -35,7 +35,7 @@ def build_state(
     first = scratch.materialise_all(
         {
             "transactions": lambda: build_transactions(producer_batches),
-            "replicas": lambda: audited_replicas(replayed),
+            "replicas": lambda: audited_replicas(replayed, side.get("txn_index"), side.get("producer_snapshots")),
             "coordinator_records": lambda: (
                 None if transaction_log is None else audited_records(transaction_log, replayed, checkpoints)
             ),

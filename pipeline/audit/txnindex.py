@@ -12,11 +12,14 @@ max of their end (marker offset; open transactions never end). The first transac
 passes `m` is the earliest one still open at `m`; the transaction that `m` closes ends exactly at `m`, so
 it never qualifies. An as-of lookup over one sorted stream of transactions and ABORT markers finds it.
 
-Checked only for partitions read from log directories (`source_format = segment`): dump text and columnar
-exports do not carry the index files.
+Checked only for partitions read from log directories (`source_format = segment`) and for those read from dump
+text that also printed their `.txnindex` or `.snapshot` files: other dump text and columnar exports do not carry
+the index files.
 """
 
 from __future__ import annotations
+
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -28,6 +31,7 @@ from schemas.transactions import OUTCOME_ABORTED, OUTCOME_EMPTY
 
 NEVER = (1 << 63) - 1
 ENTRY_OK = "ok"
+SEGMENT_FORMAT, DUMPLOG_FORMAT = "segment", "dumplog"  # `source_format` of log-dir and dump-text rows
 
 MISSING_ABORT_ENTRY = rule(
     "IDX-001",
@@ -209,11 +213,20 @@ _ABORT_COLUMNS = (
 )
 
 
-def audited_replicas(prepared: DataFrame) -> DataFrame:
-    """Replicas the audit reads that came from log directories, where .txnindex files sit beside segments."""
+def audited_replicas(prepared: DataFrame, *side_files: DataFrame | None) -> DataFrame:
+    """Replicas the audit reads that came from log directories, where .txnindex files sit beside segments, and
+    the partitions read from dump text whose dump also printed such files: `side_files` (the txn_index and
+    producer_snapshots tables, None when absent) say which, by their dump-text rows."""
+    replicas = prepared.where(F.col("source_format") == SEGMENT_FORMAT)
+    printed = [
+        files.where(F.col("source_format") == DUMPLOG_FORMAT).select(*TP) for files in side_files if files is not None
+    ]
+    if printed:
+        dumped = reduce(DataFrame.union, printed).distinct()
+        from_text = prepared.where(F.col("source_format") == DUMPLOG_FORMAT)
+        replicas = replicas.unionByName(from_text.join(F.broadcast(dumped), on=TP, how="left_semi"))
     return (
-        prepared.where(F.col("source_format") == "segment")
-        .groupBy(*TP, "broker_id")
+        replicas.groupBy(*TP, "broker_id")
         .agg(F.max("is_compacted").alias("is_compacted"))
         .withColumn("has_index_files", F.lit(True))
     )
@@ -250,7 +263,8 @@ def TXN_INDEX_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | Non
     """
     if inputs.txn_index is None:
         return None
-    in_file = Window.partitionBy(*TP, "broker_id", "source_file").orderBy("position")
+    # One `.txnindex` per segment; a dump text may print the indexes of several segments.
+    in_file = Window.partitionBy(*TP, "broker_id", "source_file", "segment_base_offset").orderBy("position")
     return (
         audited_entries(inputs.txn_index, inputs.replicas)
         .join(segment_ranges(inputs.batches), on=[*TP, "broker_id", "segment_base_offset"], how="left")

@@ -40,3 +40,8 @@ def utc(epoch_ms: float | None) -> str:
 
 def reference_time(epoch_ms: int | None) -> str:
     return "latest batch timestamp of each partition" if epoch_ms is None else f"{utc(epoch_ms)} UTC ({epoch_ms} ms)"
+
+
+def unknown_dump_lines_note(run: Mapping[str, Any]) -> str:
+    """What the reports say of the dump-text lines the run could not read (the log names the first of them)."""
+    return f"dump text: {run['unknown_dump_lines']:,} line(s) fit no kafka-dump-log layout and were not read"

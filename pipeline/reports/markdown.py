@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline.audit.registry import SEVERITIES
-from pipeline.reports.formatting import offsets, place, producer, reference_time, utc
+from pipeline.reports.formatting import offsets, place, producer, reference_time, unknown_dump_lines_note, utc
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]|#~])")
 _MESSAGE_WIDTH = 160
@@ -31,6 +31,7 @@ def render_markdown(summary: Mapping[str, Any], details: Mapping[str, Any], chan
         f"{partitions['partitions']:,} partitions, {partitions['batches']:,} batches, "
         f"{partitions['records']:,} records, {transactions['total']:,} transactions "
         f"({open_transactions['open']:,} open, {open_transactions['hanging']:,} hanging).",
+        *(["", escape(unknown_dump_lines_note(run)) + "."] if "unknown_dump_lines" in run else []),
         "",
         "## Findings",
         "",

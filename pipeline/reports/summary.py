@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 import schemas
 from pipeline.audit.registry import RULES, SEVERITIES
+from pipeline.reports.formatting import unknown_dump_lines_note
 from pipeline.tables.files import filesystem
 from pipeline.tables.store import TableStore
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
@@ -188,6 +189,7 @@ def render_text(summary: dict[str, Any]) -> str:
         f"reference time: {_reference_time(run.get('reference_time_ms'))}",
         f"partitions: {partitions['partitions']:,}  batches: {partitions['batches']:,}  "
         f"records: {partitions['records']:,}  aborted records: {partitions['aborted_records']:,}",
+        *([unknown_dump_lines_note(run)] if "unknown_dump_lines" in run else []),
         "",
         f"Findings by severity ({findings['total']:,} in all)",
         *_table(("SEVERITY", "COUNT"), [(s, findings["by_severity"][s]) for s in reversed(SEVERITIES)]),

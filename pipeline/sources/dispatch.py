@@ -6,7 +6,7 @@ classified here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,9 @@ from pipeline.sources.columnar import read_columnar
 from pipeline.sources.dumplog.reader import (
     read_dumplog,
     read_dumplog_offset_commit_records,
+    read_dumplog_snapshots,
     read_dumplog_transaction_log,
+    read_dumplog_txn_index,
 )
 from pipeline.sources.input_plan import ACCEPTED, InputPlan
 from schemas.offset_commits import GROUP_METADATA_KEY_VERSION
@@ -52,16 +54,28 @@ def read_inputs(
     return reduce(DataFrame.unionByName, frames)
 
 
-def read_partition_inputs(spark: SparkSession, plan: InputPlan) -> PartitionFiles | None:
-    """The files beside the segments of the log-dir inputs (indexes, snapshots, checkpoints), or None.
+def read_partition_inputs(spark: SparkSession, plan: InputPlan, settings: Settings) -> PartitionFiles | None:
+    """The files beside the segments of the log-dir inputs (indexes, snapshots, checkpoints) and the `.txnindex`
+    and `.snapshot` dumps among the dump text, as one `PartitionFiles`, or None when there are neither.
 
-    Dump text and columnar exports carry no such files.
+    Dump text shows no checkpoints or index problems, and columnar exports carry no such files.
     """
-    if not plan.segment_roots:
+    if not plan.segment_roots and not plan.dump_files:
         return None
-    from pipeline.sources.partition_files.reader import read_partition_files
+    from pipeline.sources.partition_files.dump_forms import snapshots_from_dumplog, txn_index_from_dumplog
+    from pipeline.sources.partition_files.reader import empty_partition_files, read_partition_files
 
-    return read_partition_files(spark, plan.log_roots.listings)
+    files = read_partition_files(spark, plan.log_roots.listings) if plan.segment_roots else empty_partition_files(spark)
+    if not plan.dump_files:
+        return files
+    skip = settings.ingest.skip_dir_suffixes
+    dumped_index = txn_index_from_dumplog(read_dumplog_txn_index(spark, plan.dump_files, skip))
+    dumped_snapshots = snapshots_from_dumplog(read_dumplog_snapshots(spark, plan.dump_files, skip))
+    return replace(
+        files,
+        txn_index=files.txn_index.unionByName(dumped_index),
+        producer_snapshots=files.producer_snapshots.unionByName(dumped_snapshots),
+    )
 
 
 @dataclass

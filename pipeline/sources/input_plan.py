@@ -36,6 +36,8 @@ ACCEPTED = (
 
 log = logging.getLogger(__name__)
 
+INTERNAL_TOPIC_PREFIX = "__"  # __consumer_offsets, __transaction_state, __cluster_metadata, ...
+
 
 @dataclass(frozen=True)
 class InputPlan:
@@ -89,8 +91,12 @@ def _is_dump(name: str) -> bool:
 
 
 def _is_hidden(relative_path: str) -> bool:
-    """Hidden or `_`-prefixed files and directories (_SUCCESS, .crc, _delta_log) are not data, as in Spark."""
-    return any(part.startswith((".", "_")) for part in relative_path.split("/"))
+    """Hidden or `_`-prefixed files and directories (_SUCCESS, .crc, _delta_log) are not data, as in Spark; a
+    `__` prefix is Kafka's internal topics' (`__consumer_offsets-12.txt`, the dump of a partition), not Spark's."""
+    return any(
+        part.startswith(".") or (part.startswith("_") and not part.startswith(INTERNAL_TOPIC_PREFIX))
+        for part in relative_path.split("/")
+    )
 
 
 def _classify(path: str, ingest: IngestSettings, found: _Sorted) -> None:

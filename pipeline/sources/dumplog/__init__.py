@@ -19,7 +19,8 @@ Layouts understood (spec §4.2/§4.3):
   size, CRC and partition leader epoch stay null because the text does not hold them (`entry_note` says so).
 * `Found N invalid bytes at the end of <file>`: a `truncated_tail` row.
 * `.snapshot` lines of every version and `.txnindex` lines, returned as separate entry lists
-  (`SNAPSHOT_ENTRIES` and `TXN_INDEX_ENTRIES` give their fields); `.index`/`.timeindex` lines are counted.
+  (`SNAPSHOT_ENTRIES` and `TXN_INDEX_ENTRIES` give their fields; a `.snapshot` dumped without producer lines is
+  one entry without producer, as a snapshot without entries reads); `.index`/`.timeindex` lines are counted.
 * Records of `__transaction_state` printed by `--transaction-log-decoder` (the text of 0.11-2.4 and 2.5-3.x,
   the JSON of 4.x) become `transaction_log` rows, and records of transactional `__consumer_offsets` batches
   printed by `--offsets-decoder` (`offset::` of 0.11-2.4, `offset_commit::` of 2.5-3.x, JSON of 3.5+) become
@@ -29,7 +30,8 @@ Layouts understood (spec §4.2/§4.3):
 Text may hold several `Dumping <path>` sections; topic, partition and segment base offset come from the
 dumped path (`.../<topic>-<partition>/<20 digits>.log`). Lines a listing numbered (`12 baseOffset: ...`, as
 blog posts print code) are read without the number. Lines that fit no layout (shell prompts, prose, `...`)
-are counted as `unknown` and reported with their line numbers; they are never dropped silently.
+are counted as `unknown` and reported with their line numbers (the ingest logs the first ones and counts them in
+`runs.counts`, which the reports show); they are never dropped silently.
 
 Modules: `grammar` (line kinds and layouts), `rows` (batch rows from matched lines), `decoded_payloads` (the
 coordinator and offsets decoders' records), `parser` (the one pass over a text), `reader` (the Spark readers).

@@ -168,6 +168,26 @@ MAX_INT64_DIGITS = len(str(1 << 63))
 DUMPED_FILE = re.compile(r"(?:^|.*[/\\])(?P<base_offset>\d{20})(?:-\d+)?\.(?P<suffix>\w+)")
 
 
+# The fields of a `.snapshot` entry (the reader's SNAPSHOT_ENTRIES).
+SNAPSHOT_ENTRY_FIELDS = (
+    "topic",
+    "partition",
+    "snapshot_offset",
+    "producer_id",
+    "producer_epoch",
+    "coordinator_epoch",
+    "current_txn_first_offset",
+    "last_timestamp",
+    "first_sequence",
+    "last_sequence",
+    "last_offset",
+    "offset_delta",
+    "timestamp",
+    "source_file",
+    "line_number",
+)
+
+
 @dataclass
 class DumpParse:
     """Everything parse_dump found in one text: rows, entries, and an account of every line."""
@@ -196,6 +216,9 @@ class Section:
     has_entries: bool = False
     next_position: int | None = 0  # where the bytes after the last printed batch start
     txn_index_entries: int = 0
+    line_number: int = 0  # of the line that opened it
+    suffix: str | None = None  # of the dumped file: `log`, `snapshot`, ...
+    snapshot_entries: int = 0
 
 
 @dataclass

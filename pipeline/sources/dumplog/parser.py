@@ -42,6 +42,7 @@ from pipeline.sources.dumplog.grammar import (
     SNAPSHOT,
     SNAPSHOT_0_11,
     SNAPSHOT_ENTRY,
+    SNAPSHOT_ENTRY_FIELDS,
     SOURCE_FORMAT,
     STARTING_OFFSET,
     TRUNCATED_TAIL,
@@ -71,6 +72,7 @@ from pipeline.sources.dumplog.rows import (
     set_last_offset_delta,
 )
 from pipeline.sources.log_dir_names import PARTITION_DIR
+from pipeline.sources.partition_files.entries import SNAPSHOT_SUFFIX
 from schemas.batches import STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import (
@@ -134,6 +136,7 @@ class _DumpParser:
         for line_number, raw in enumerate(text.splitlines(), start=1):
             self._feed(line_number, raw.strip())
         self._flush_deep_group()
+        self._close_snapshot_section()
         return DumpParse(
             batches=self.batches,
             snapshot_entries=self.snapshot_entries,
@@ -184,7 +187,8 @@ class _DumpParser:
 
     def _open_section(self, line_number: int, path: str | None) -> None:
         self._flush_deep_group()
-        self.section = Section(path=path)
+        self._close_snapshot_section()
+        self.section = Section(path=path, line_number=line_number)
         self.last_batch = None
         if path is None:
             return
@@ -192,6 +196,7 @@ class _DumpParser:
         if dumped is None or not in_range(dumped.group("base_offset"), INT64):
             return
         self.section.base_offset = int(dumped.group("base_offset"))
+        self.section.suffix = dumped.group("suffix")
         parts = re.split(r"[/\\]", path)
         directory = parts[-2] if len(parts) > 1 else ""
         partition_dir = PARTITION_DIR.fullmatch(directory)
@@ -434,8 +439,25 @@ class _DumpParser:
 
     # --- snapshot and transaction index entries -------------------------------------------------------
 
+    def _close_snapshot_section(self) -> None:
+        """A `.snapshot` dump without producer lines is a snapshot without entries: one entry row with null
+        producer fields, as the binary reader gives it, so the file is seen."""
+        section = self.section
+        if section.suffix != SNAPSHOT_SUFFIX or section.snapshot_entries or section.skipped:
+            return
+        entry = dict.fromkeys(SNAPSHOT_ENTRY_FIELDS)
+        entry.update(
+            topic=section.topic,
+            partition=section.partition,
+            snapshot_offset=section.base_offset,
+            source_file=self.source_file,
+            line_number=section.line_number,
+        )
+        self.snapshot_entries.append(entry)
+
     def _on_snapshot_entry(self, line_number: int, match: re.Match[str]) -> None:
         section = self._claim_section(line_number)
+        section.snapshot_entries += 1
         groups = match.groupdict()
         entry: dict[str, Any] = {
             "topic": section.topic,

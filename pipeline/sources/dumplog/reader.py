@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -21,6 +24,9 @@ from schemas.transaction_log import (
     TRANSACTION_LOG,
 )
 
+log = logging.getLogger(__name__)
+
+LOGGED_UNKNOWN_LINES = 10
 # The `Dumping` line opens every dump; a file without one in its first bytes is not a dump.
 HEADER_PEEK_BYTES = 64 * 1024
 # One producer entry of a `.snapshot` dump (spec §1.4, §4.3). Fields a version does not print are null.
@@ -29,8 +35,9 @@ SNAPSHOT_ENTRIES = T.StructType(
         T.StructField("topic", T.StringType(), False),
         T.StructField("partition", T.IntegerType(), False),
         T.StructField("snapshot_offset", T.LongType(), True),  # from the file name: the map end offset
-        T.StructField("producer_id", T.LongType(), False),
-        T.StructField("producer_epoch", T.IntegerType(), False),
+        # null in the one entry of a snapshot dumped without producer lines (a snapshot without entries)
+        T.StructField("producer_id", T.LongType(), True),
+        T.StructField("producer_epoch", T.IntegerType(), True),
         T.StructField("coordinator_epoch", T.IntegerType(), True),
         T.StructField("current_txn_first_offset", T.LongType(), True),  # null for None / OptionalLong.empty
         T.StructField("last_timestamp", T.LongType(), True),  # 0.11 and 3.3+ only
@@ -151,14 +158,33 @@ def read_dumplog_report(spark: SparkSession, paths: list[str]) -> DataFrame:
     return _map_dumps(spark, paths, DUMP_REPORT, report)
 
 
-def read_dumplog_snapshots(spark: SparkSession, paths: list[str]) -> DataFrame:
+def dump_line_counts(spark: SparkSession, paths: list[str]) -> dict[str, int]:
+    """`dumplog.files` and `dumplog.lines.<kind>` (every kind, `unknown` included) summed over the dump files, for
+    `runs.counts`; the first unknown lines are logged with their file and line number."""
+    report = read_dumplog_report(spark, paths).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        totals = report.select(F.explode("line_counts")).groupBy("key").agg(F.sum("value").alias("lines")).collect()
+        unknown = (
+            report.select("source_file", F.explode("unknown_lines").alias("line")).limit(LOGGED_UNKNOWN_LINES).collect()
+        )
+    finally:
+        report.unpersist()
+    counts = {"dumplog.files": len(paths)}
+    counts.update({f"dumplog.lines.{row.key}": int(row.lines) for row in totals})
+    for row in unknown:
+        line = row.line
+        log.warning("%s line %d fits no kafka-dump-log layout: %s", row.source_file, line.line_number, line.text)
+    return counts
+
+
+def read_dumplog_snapshots(spark: SparkSession, paths: list[str], skip_dir_suffixes: Sequence[str] = ()) -> DataFrame:
     """Producer-snapshot entries (schema SNAPSHOT_ENTRIES) of `.snapshot` dumps."""
-    return _map_dumps(spark, paths, SNAPSHOT_ENTRIES, lambda parsed, _: parsed.snapshot_entries)
+    return _map_dumps(spark, paths, SNAPSHOT_ENTRIES, lambda parsed, _: parsed.snapshot_entries, skip_dir_suffixes)
 
 
-def read_dumplog_txn_index(spark: SparkSession, paths: list[str]) -> DataFrame:
+def read_dumplog_txn_index(spark: SparkSession, paths: list[str], skip_dir_suffixes: Sequence[str] = ()) -> DataFrame:
     """Aborted-transaction entries (schema TXN_INDEX_ENTRIES) of `.txnindex` dumps."""
-    return _map_dumps(spark, paths, TXN_INDEX_ENTRIES, lambda parsed, _: parsed.txn_index_entries)
+    return _map_dumps(spark, paths, TXN_INDEX_ENTRIES, lambda parsed, _: parsed.txn_index_entries, skip_dir_suffixes)
 
 
 def read_dumplog_transaction_log(spark: SparkSession, paths: list[str], settings: Settings) -> DataFrame:

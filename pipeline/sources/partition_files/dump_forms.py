@@ -31,7 +31,8 @@ def snapshots_from_dumplog(entries: DataFrame) -> DataFrame:
     version and CRC checks (version 1, crc_valid true); an entry printed without a cached batch had
     last_sequence -1, last_offset -1 and offset_delta 0 in the file; the file's timestamp is the producer's
     last timestamp where the dump prints one, else the cached batch's (the same field when the file is
-    read). A dump that does not name its file gets snapshot_offset -1.
+    read). A snapshot dumped without producer lines keeps its one row of null producer fields, as the file
+    without entries gives it. A dump that does not name its file gets snapshot_offset -1.
     """
     schema = PRODUCER_SNAPSHOTS
     return entries.mapInArrow(partial(_convert_rows, _snapshot_row_from_dump, to_arrow_schema(schema)), schema)
@@ -55,19 +56,24 @@ def _txn_index_row_from_dump(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _snapshot_row_from_dump(entry: dict[str, Any]) -> dict[str, Any]:
-    return {
-        **entry,
+    common = {
         "snapshot_offset": _coalesce(entry["snapshot_offset"], -1),
-        "last_sequence": _coalesce(entry["last_sequence"], -1),
-        "last_offset": _coalesce(entry["last_offset"], -1),
-        "offset_delta": _coalesce(entry["offset_delta"], 0),
-        "timestamp": _coalesce(entry["last_timestamp"], entry["timestamp"]),
         "version": SNAPSHOT_VERSION,
         "crc_valid": True,
         "file_status": STATUS_OK,
         "file_note": None,
         "source_format": DUMPLOG_FORMAT,
         "broker_id": None,
+    }
+    if entry["producer_id"] is None:  # a snapshot without entries
+        return {**entry, **common}
+    return {
+        **entry,
+        **common,
+        "last_sequence": _coalesce(entry["last_sequence"], -1),
+        "last_offset": _coalesce(entry["last_offset"], -1),
+        "offset_delta": _coalesce(entry["offset_delta"], 0),
+        "timestamp": _coalesce(entry["last_timestamp"], entry["timestamp"]),
     }
 
 

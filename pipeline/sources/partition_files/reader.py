@@ -99,6 +99,19 @@ class PartitionFiles:
 _Decoder = Callable[[FileDescriptor, pa.Schema], Iterator[pa.RecordBatch]]
 
 
+def empty_partition_files(spark: SparkSession) -> PartitionFiles:
+    """The tables of inputs without log directories: no rows in any of them."""
+    schemas = {
+        "txn_index": TXN_INDEX,
+        "producer_snapshots": PRODUCER_SNAPSHOTS,
+        "leader_epochs": LEADER_EPOCHS,
+        "checkpoints": CHECKPOINTS,
+        "partition_metadata": PARTITION_METADATA,
+        "file_problems": FILE_PROBLEMS,
+    }
+    return PartitionFiles(**{table: spark.createDataFrame([], schema) for table, schema in schemas.items()})
+
+
 def read_partition_files(spark: SparkSession, listings: list[RootListing]) -> PartitionFiles:
     """Every `.txnindex`, `.snapshot`, `.index`/`.timeindex`, leader-epoch checkpoint, `partition.metadata` and
     log-dir offset checkpoint of the listed roots, decoded on the executors into their tables.
