@@ -123,6 +123,7 @@ def ingest_internal_topics(
             {"topic": [TRANSACTION_STATE_TOPIC]},
         )
         counts["transaction_log"] = store.count("transaction_log", {"topic": [TRANSACTION_STATE_TOPIC]})
+        counts["transaction_log.partitions"] = _coordinator_partitions(store)
     if CONSUMER_OFFSETS_TOPIC in ingested:
         # Persisted because the rows are written and the group metadata among them counted.
         records = internal.offset_commit_records.persist(StorageLevel.MEMORY_AND_DISK)
@@ -140,6 +141,21 @@ def ingest_internal_topics(
         counts["offset_commits"] = store.count("offset_commits", {"topic": [CONSUMER_OFFSETS_TOPIC]})
     log.info("decoded the coordinator-topic records of %s: %s", ", ".join(ingested), counts)
     return counts
+
+
+def _coordinator_partitions(store: TableStore) -> int:
+    """How many `__transaction_state` partitions the input held. A cluster has transaction.state.log.num.partitions
+    of them (50 by default), and which one holds a transactional id is its hash modulo that number, which the log
+    dirs do not record: with only some partitions read, the cross-checks cannot tell a missing id from an unread
+    one, so the run says how many it read."""
+    transaction_log = store.read("transaction_log", schema=schemas.TRANSACTION_LOG)
+    read = transaction_log.where(F.col("topic") == TRANSACTION_STATE_TOPIC).select("partition").distinct().count()
+    log.info(
+        "read %d %s partition(s); transactional ids of the partitions not read are unknown to the cross-checks",
+        read,
+        TRANSACTION_STATE_TOPIC,
+    )
+    return read
 
 
 def distinct_topics(batches: DataFrame) -> list[str]:

@@ -850,6 +850,7 @@ def test_ingest_writes_transaction_log_and_offset_commits(spark, tmp_path: Path)
     store = TableStore(spark, str(tmp_path / "warehouse"))
     result = ingest(spark, store, Settings(), "run-1", [str(root)])
     assert result.counts["transaction_log"] == 3
+    assert result.counts["transaction_log.partitions"] == 1
     assert result.counts["offset_commits"] == 1
     assert result.counts["offset_commits.skipped_group_metadata"] == 1
 
