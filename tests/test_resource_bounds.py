@@ -24,7 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pipeline.audit.file_order import with_file_order
 from pipeline.audit.replay import FILE_ORDER, PRODUCER_ORDER, REPLICA, replay_input
 from pipeline.config import AuditSettings, IngestSettings, Settings
-from pipeline.sources import segments
+from pipeline.sources import log_roots
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources.input_plan import plan_inputs
 from pipeline.sources.kafka_format.encoding import segment_file_name
@@ -145,11 +145,11 @@ def test_thousands_of_partition_dirs_are_listed_in_one_pass(wide_root, monkeypat
     counting = []
 
     def resolve(location):
-        filesystem, path = segments.pafs.LocalFileSystem(), location
+        filesystem, path = log_roots.pafs.LocalFileSystem(), location
         counting.append(CountingFileSystem(filesystem))
         return counting[-1], path
 
-    monkeypatch.setattr(segments, "resolve", resolve)
+    monkeypatch.setattr(log_roots, "resolve", resolve)
     found = discover_segments([str(wide_root)], IngestSettings()).segments
     assert len(found) == 2000
     assert {segment.broker_id for segment in found} == {0}

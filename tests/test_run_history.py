@@ -40,6 +40,7 @@ SUMMARY_KEYS = {
             "reference_time_ms",
             "delta_backend",
             "tool_version",
+            "unknown_dump_lines",
         )
     ),
     "findings.total",

@@ -42,6 +42,10 @@ def reference_time(epoch_ms: int | None) -> str:
     return "latest batch timestamp of each partition" if epoch_ms is None else f"{utc(epoch_ms)} UTC ({epoch_ms} ms)"
 
 
-def unknown_dump_lines_note(run: Mapping[str, Any]) -> str:
-    """What the reports say of the dump-text lines the run could not read (the log names the first of them)."""
-    return f"dump text: {run['unknown_dump_lines']:,} line(s) fit no kafka-dump-log layout and were not read"
+def unknown_dump_lines_note(run: Mapping[str, Any]) -> str | None:
+    """What the reports say of the dump-text lines the run could not read (the log names the first of them);
+    None when it read all of them, read no dump text, or did not ingest (`unknown_dump_lines` 0 or null)."""
+    unknown = run.get("unknown_dump_lines")
+    if not unknown:
+        return None
+    return f"dump text: {unknown:,} line(s) fit no kafka-dump-log layout and were not read"

@@ -112,7 +112,7 @@ def _header(summary: Mapping[str, Any], details: Mapping[str, Any]) -> str:
         f"reported {_e(run.get('reported_at') or '-')}, tool {_e(run.get('tool_version') or '-')}, "
         f"Delta backend {_e(run.get('delta_backend') or '-')}</p>"
         f"<p>inputs: {_e(inputs)}</p>"
-        + (f"<p>{_e(unknown_dump_lines_note(run))}</p>" if "unknown_dump_lines" in run else "")
+        + (f"<p>{_e(note)}</p>" if (note := unknown_dump_lines_note(run)) else "")
         + f"<p>reference time: {_e(reference_time(run.get('reference_time_ms')))}</p></header>\n"
         '<div class="cards" style="padding: 0 32px">'
         + "".join(f'<div class="card"><b>{value:,}</b><span>{_e(label)}</span></div>' for label, value in cards)

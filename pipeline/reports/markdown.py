@@ -31,7 +31,7 @@ def render_markdown(summary: Mapping[str, Any], details: Mapping[str, Any], chan
         f"{partitions['partitions']:,} partitions, {partitions['batches']:,} batches, "
         f"{partitions['records']:,} records, {transactions['total']:,} transactions "
         f"({open_transactions['open']:,} open, {open_transactions['hanging']:,} hanging).",
-        *(["", escape(unknown_dump_lines_note(run)) + "."] if "unknown_dump_lines" in run else []),
+        *(["", escape(note) + "."] if (note := unknown_dump_lines_note(run)) else []),
         "",
         "## Findings",
         "",

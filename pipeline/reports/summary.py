@@ -189,7 +189,7 @@ def render_text(summary: dict[str, Any]) -> str:
         f"reference time: {_reference_time(run.get('reference_time_ms'))}",
         f"partitions: {partitions['partitions']:,}  batches: {partitions['batches']:,}  "
         f"records: {partitions['records']:,}  aborted records: {partitions['aborted_records']:,}",
-        *([unknown_dump_lines_note(run)] if "unknown_dump_lines" in run else []),
+        *([note] if (note := unknown_dump_lines_note(run)) else []),
         "",
         f"Findings by severity ({findings['total']:,} in all)",
         *_table(("SEVERITY", "COUNT"), [(s, findings["by_severity"][s]) for s in reversed(SEVERITIES)]),
