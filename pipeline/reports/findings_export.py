@@ -12,25 +12,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.registry import SEVERITIES
 from pipeline.tables.files import children, filesystem, remove_tree
+from schemas.findings import FINDINGS
 
 FILE_NAME = "findings.jsonl"
-FIELDS = (
-    "run_id",
-    "severity",
-    "rule_code",
-    "rule_name",
-    "topic",
-    "partition",
-    "broker_id",
-    "producer_id",
-    "producer_epoch",
-    "base_offset",
-    "last_offset",
-    "segment",
-    "position",
-    "message",
-    "evidence",
-)
+FIELDS = tuple(FINDINGS.fieldNames())  # every column of the `findings` table, in its order
 
 
 def write_findings_jsonl(findings: DataFrame, warehouse: str, run_id: str) -> str:
