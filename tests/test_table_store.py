@@ -422,3 +422,27 @@ def test_vacuum_keeps_the_named_versions(spark, store):
     assert removed == len(rows(TOPICS[:1]))  # version 1's files, one per partition
     assert as_tuples(store.read("batches", SCHEMA, version=0)) == sorted(rows(TOPICS))
     assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS[1:2]))
+
+
+def test_native_reads_plain_tables_from_the_log_and_leaves_deletion_vectors_to_delta_spark(spark, tmp_path):
+    require_native(spark)
+    store = TableStore(spark, str(tmp_path / "warehouse"), backend="native")
+    store.overwrite(frame(spark, TOPICS[:1]), "batches", ["topic"])  # both rows in one file
+    plain = store.read("batches", SCHEMA)
+    assert file_index(plain) == "InMemoryFileIndex"  # the listed files, no Delta file index
+    assert as_tuples(plain) == sorted(rows(TOPICS[:1]))
+
+    location = store.path("batches")
+    spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(f"DELETE FROM delta.`{location}` WHERE partition = 0 AND base_offset = 0")
+    assert deltalake.DeltaTable(location).protocol().min_reader_version == 3
+    # The deleted row is still in its Parquet file; only a reader of the deletion vector leaves it out.
+    through_delta = store.read("batches", SCHEMA)
+    assert file_index(through_delta) != "InMemoryFileIndex"
+    assert as_tuples(through_delta) == sorted(rows(TOPICS[:1]))[1:]
+
+
+def file_index(df) -> str:
+    """The class of the file index the scan of a one-table DataFrame lists its files with."""
+    leaf = df._jdf.queryExecution().optimizedPlan().collectLeaves().head()
+    return leaf.relation().location().getClass().getSimpleName()

@@ -26,9 +26,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, cast
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
@@ -46,11 +45,11 @@ from pipeline.tables.backend import (
     PartitionOverwriteError,
     TableSchemaError,
     TableStoreError,
-    column,
     partition_value,
     replace_where_predicate,
     spark_uri,
 )
+from pipeline.tables.snapshot_files import read_snapshot, spark_schema
 from pipeline.tables.vacuum import vacuum
 
 log = logging.getLogger(__name__)
@@ -113,17 +112,7 @@ class EmbeddedBackend:
         return self._write(df, location, OVERWRITE_PARTITIONS, partition_by, values)
 
     def read(self, location: str, schema: T.StructType | None, version: int | None) -> DataFrame:
-        """Only the files of the snapshot are read, so files of unfinished writes never show."""
-        table = DeltaTable(location, version=version)
-        read_schema = schema if schema is not None else _spark_schema(table)
-        root = spark_uri(location)
-        # Add action paths are relative URIs: percent-decoding gives the folder names as stored.
-        paths = [f"{root}/{unquote(path)}" for path in pa.table(table.get_add_actions()).column("path").to_pylist()]
-        if not paths:
-            return self._spark.createDataFrame([], read_schema)
-        # basePath makes Spark type the partition columns from the folder names by read_schema.
-        df = self._spark.read.schema(read_schema).option("basePath", root).parquet(*paths)
-        return df.select(*[column(name) for name in read_schema.fieldNames()])
+        return read_snapshot(self._spark, location, DeltaTable(location, version=version), schema)
 
     def history(self, location: str, limit: int | None = None) -> list[dict[str, Any]]:
         return delta_log.history(location, limit)
@@ -190,11 +179,6 @@ def _open(location: str) -> DeltaTable | None:
     return DeltaTable(location) if DeltaTable.is_deltatable(location) else None
 
 
-def _spark_schema(table: DeltaTable) -> T.StructType:
-    # A Delta schema string is, by the protocol, Spark's StructType JSON.
-    return T.StructType.fromJson(json.loads(table.schema().to_json()))
-
-
 def _layout(
     location: str, table: DeltaTable | None, df_schema: T.StructType, mode: str, partition_by: list[str] | None
 ) -> _Layout:
@@ -208,7 +192,7 @@ def _layout(
     else:
         if partition_by is not None and list(partition_by) != current:
             raise TableSchemaError(f"{location}: the table is partitioned by {current}, not {list(partition_by)}")
-        table_schema = _spark_schema(table)
+        table_schema = spark_schema(table)
         _check_fits(location, df_schema, table_schema)
         added = [field for field in df_schema.fields if field.name not in table_schema.fieldNames()]
         layout = _Layout(T.StructType(table_schema.fields + _as_nullable(T.StructType(added)).fields), current, False)
@@ -412,7 +396,7 @@ def _add_columns(table: DeltaTable, schema: T.StructType) -> None:
     A metadata-only commit of nullable columns: rows written before read them as null, so it is harmless on its
     own should the data commit that follows fail.
     """
-    existing = set(_spark_schema(table).fieldNames())
+    existing = set(spark_schema(table).fieldNames())
     added = [field for field in schema.fields if field.name not in existing]
     if added:
         table.alter.add_columns([DeltaField.from_json(json.dumps(field.jsonValue())) for field in added])

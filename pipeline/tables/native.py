@@ -4,7 +4,9 @@ installs, spark-submit --packages, Databricks).
 delta-spark's own errors are raised as the table store's (rows outside a partition overwrite, data that does
 not fit the table, a concurrent commit), so callers handle one set whichever backend wrote. Versions, history, a
 write's commit and RESTORE go through delta-rs on the same Delta log (pipeline.tables.delta_log): delta-spark
-would load a table snapshot and run Spark jobs for each.
+would load a table snapshot and run Spark jobs for each. For the same reason a table whose protocol needs no
+reader feature is read as the files its snapshot lists (pipeline.tables.snapshot_files); delta-spark reads the
+others.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pipeline.tables.backend import (
     replace_where_predicate,
     spark_uri,
 )
+from pipeline.tables.snapshot_files import plain_snapshot, read_snapshot
 from pipeline.tables.vacuum import vacuum
 
 SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
@@ -61,6 +64,9 @@ class NativeBackend:
         return self._save(writer, location, partition_by)
 
     def read(self, location: str, schema: StructType | None, version: int | None) -> DataFrame:
+        table = plain_snapshot(location, version)
+        if table is not None:
+            return read_snapshot(self._spark, location, table, schema)
         reader = self._spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
