@@ -5,22 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
 
 from pipeline import runner
 from pipeline.arguments import build_parser
+from pipeline.audit.columns import explode_findings
 from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.registry import FRAMES, RULES
+from pipeline.audit.registry import CHECKS, FRAMES, RULES
+from pipeline.audit.state import build_state
 from pipeline.cli import settings_for
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources.kafka_format.encoding import DEFAULT_TIMESTAMP, encode_batch, encode_marker, segment_file_name
 from pipeline.sources.payloads import payload_hash, record_sequence
 from pipeline.sources.records.api import Record
 from pipeline.tables.store import TableStore
-from schemas.findings import FINDINGS
+from schemas.batches import BATCHES
 from schemas.payloads import PAYLOADS
 
 ZSTD = 4
+PAYLOAD_FRAMES = ("payloads.epoch_resends", "payloads.unlinked_copies")
 
 
 def idempotent(offset: int, values: list[bytes | None], pid: int, epoch: int, seq: int, **options) -> bytes:
@@ -83,22 +85,22 @@ def settings(deep: bool) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def deep_audit(spark, tmp_path_factory):
-    """One deep ingest and one audit of the generated logs: the store and the audit's counts."""
+def deep_audit(spark, tmp_path_factory, scratch):
+    """One deep ingest of the generated logs, and the findings of the payload frames on its audit state (the other
+    frames are the other tests' concern): the store, the ingest's counts and the payload findings."""
     root = tmp_path_factory.mktemp("payloads")
     logs = write_log_dir(root / "logs")
     store = TableStore(spark, str(root / "warehouse"))
-    ingested = runner.ingest(spark, store, settings(deep=True), "run-1", [str(logs)])
-    audited = runner.audit(spark, store, settings(deep=True), "run-2", None)
-    return store, ingested.counts, audited.counts
-
-
-def payload_findings(store: TableStore) -> list[tuple]:
-    findings = store.read("findings", schema=FINDINGS).where(F.col("rule_code").startswith("PAY-"))
-    return sorted(
-        (row.rule_code, row.severity, row.partition, row.base_offset, row.evidence["first_offset"])
-        for row in findings.collect()
-    )
+    given = settings(deep=True)
+    counts = runner.ingest(spark, store, given, "run-1", [str(logs)]).counts
+    ctx = AuditContext(given.audit)
+    side = {"payloads": store.read("payloads", schema=PAYLOADS)}
+    inputs = build_state(store.read("batches", schema=BATCHES), side, ctx, scratch("payload-state"))
+    findings = [
+        explode_findings(FRAMES[name].build(inputs, ctx), [(check.rule, check.function(ctx)) for check in CHECKS[name]])
+        for name in PAYLOAD_FRAMES
+    ]
+    return store, counts, findings[0].unionByName(findings[1]).collect()
 
 
 def test_deep_ingest_hashes_every_data_record_of_every_codec(deep_audit):
@@ -121,9 +123,11 @@ def test_deep_ingest_hashes_every_data_record_of_every_codec(deep_audit):
 
 
 def test_payload_rules_fire_on_epoch_resends_and_unlinked_copies_only(deep_audit):
-    store, _, audited = deep_audit
-    assert audited["deep"] == 1
-    assert payload_findings(store) == [
+    found = sorted(
+        (row.rule_code, row.severity, row.partition, row.base_offset, row.evidence["first_offset"])
+        for row in deep_audit[2]
+    )
+    assert found == [
         ("PAY-001", "WARN", 0, 2, "0"),  # once, at the first re-send, though `a` came back under two epochs
         ("PAY-002", "INFO", 2, 1, "0"),  # `y` by producers 3 and 4
         ("PAY-002", "INFO", 2, 3, "2"),  # `z` in two non-idempotent batches
@@ -140,9 +144,28 @@ def test_without_deep_no_payloads_table_and_no_payload_frames(spark, tmp_path, d
     anything = deep_audit[0].read("payloads", schema=PAYLOADS)
     inputs = AuditInputs(*[anything] * 8)
     ctx = AuditContext(settings(deep=False).audit)
-    payload_frames = {check.frame for code in ("PAY-001", "PAY-002") for check in RULES[code].checks}
-    assert payload_frames == {"payloads.epoch_resends", "payloads.unlinked_copies"}
-    assert [FRAMES[name].build(inputs, ctx) for name in sorted(payload_frames)] == [None, None]
+    assert {check.frame for code in ("PAY-001", "PAY-002") for check in RULES[code].checks} == set(PAYLOAD_FRAMES)
+    assert [FRAMES[name].build(inputs, ctx) for name in PAYLOAD_FRAMES] == [None, None]
+
+
+class Handed(Exception):
+    """Stops an audit once it has been handed its tables."""
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_the_audit_is_handed_payloads_in_deep_mode_only(deep_audit, monkeypatch, deep):
+    handed = {}
+
+    def handed_tables(batches, settings, run_id, scratch, reference_time_ms, **side_tables):
+        handed.update(side_tables)
+        raise Handed
+
+    monkeypatch.setattr(runner, "run_audit", handed_tables)
+    result = runner.StepResult()
+    with pytest.raises(Handed):
+        runner._audit(deep_audit[0], settings(deep), "run-2", None, result, deep=deep)
+    assert ("payloads" in handed) is deep
+    assert result.counts["deep"] == int(deep)
 
 
 @pytest.mark.parametrize(("argv", "deep"), [([], False), (["--deep"], True)])

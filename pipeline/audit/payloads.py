@@ -131,8 +131,10 @@ def _located(pairs: DataFrame) -> DataFrame:
 
 @frame("payloads.epoch_resends")
 def EPOCH_RESENDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
-    """Per (partition, producer id, payload) written under two or more epochs: the first copy and the first copy
-    under another epoch (`first`, `resend`). Located at the re-send. Deep mode only."""
+    """Each payload a producer id wrote to a partition under two or more epochs (deep mode only).
+
+    `first`: the payload's first copy; `resend`: its first copy under another epoch, where the row is located.
+    """
     records = _records(inputs, ctx)
     if records is None:
         return None
@@ -144,9 +146,11 @@ def EPOCH_RESENDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  
 
 @frame("payloads.unlinked_copies")
 def UNLINKED_COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
-    """Per (partition, payload) in batches the sequence rules cannot link: the first copy and the first copy by
-    another producer id or in another batch without sequences (`first`, `resend`). Located at the re-send. Deep
-    mode only."""
+    """Each payload in two batches of a partition that the sequence rules cannot link (deep mode only).
+
+    `first`: the payload's first copy; `resend`: its first copy by another producer id or in another batch
+    without sequences, where the row is located.
+    """
     records = _records(inputs, ctx)
     if records is None:
         return None
