@@ -15,8 +15,9 @@ from pipeline.audit.state import build_state
 from pipeline.cli import settings_for
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources.kafka_format.encoding import DEFAULT_TIMESTAMP, encode_batch, encode_marker, segment_file_name
-from pipeline.sources.payloads import payload_hash, record_sequence
+from pipeline.sources.payloads import hash_file, payload_hash, record_sequence
 from pipeline.sources.records.api import Record
+from pipeline.sources.segments import SegmentFile
 from pipeline.tables.store import TableStore
 from schemas.batches import BATCHES
 from schemas.payloads import PAYLOADS
@@ -173,6 +174,22 @@ def test_the_audit_is_handed_payloads_in_deep_mode_only(deep_audit, monkeypatch,
 def test_deep_flag_turns_deep_mode_on(command, argv, deep):
     args = build_parser().parse_args([command, "--input", "logs", *argv])
     assert settings_for(args).ingest.deep is deep
+
+
+def test_small_windows_hash_what_one_window_does(tmp_path):
+    path = tmp_path / "orders-2" / segment_file_name(0)
+    path.parent.mkdir()
+    data = b"".join(SEGMENTS["orders-2"] + SEGMENTS["orders-0"][1:])  # offsets 0-9 and the zstd batch at 2 again
+    path.write_bytes(data)
+    segment = SegmentFile(str(path), "orders", 2, broker_id=0, segment_base_offset=0, size=len(data))
+
+    def hashed(window_bytes: int) -> list[tuple]:
+        batches = hash_file(segment, window_bytes)
+        return [(row["offset"], row["payload_hash"]) for batch in batches for row in batch.to_pylist()]
+
+    whole = hashed(1 << 20)
+    assert [offset for offset, _ in whole] == [0, 1, 2, 3, 4, 5, 6, 7, 2, 3]
+    assert hashed(100) == whole
 
 
 def test_payload_hash_separates_key_value_and_headers():

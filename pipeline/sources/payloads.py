@@ -19,7 +19,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
-from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
+from pipeline.sources.kafka_format.windows import DEFAULT_WINDOW_BYTES, iter_decoded, next_entry_start
 from pipeline.sources.log_roots import SegmentFile
 from pipeline.sources.records.api import Record, RecordError, iter_records
 from pipeline.sources.segments import SEGMENT_DESCRIPTOR, segment_ranges
@@ -51,9 +51,13 @@ def hash_descriptors(descriptor_batches: Iterator[pa.RecordBatch]) -> Iterator[p
             yield from hash_file(SegmentFile(**descriptor))
 
 
-def hash_file(segment: SegmentFile) -> Iterator[pa.RecordBatch]:
+def hash_file(segment: SegmentFile, window_bytes: int = DEFAULT_WINDOW_BYTES) -> Iterator[pa.RecordBatch]:
     """The payload rows of the data batches that start in the segment's byte range. A file that cannot be read
-    has none: its `batches` rows say so (`unreadable`)."""
+    has none: its `batches` rows say so (`unreadable`).
+
+    Each decoded window's batches are read again with a positional read, after which the sequential read the
+    decode goes on with must seek back (pyarrow's files refuse it otherwise).
+    """
     try:
         filesystem, path = resolve(segment.location)
         with filesystem.open_input_file(path) as source:
@@ -62,12 +66,17 @@ def hash_file(segment: SegmentFile) -> Iterator[pa.RecordBatch]:
             if first is None:
                 return
             source.seek(first)
-            for table in iter_decoded(source.read, file_size, start=first, end=segment.end, verify_records=False):
+            decoded = iter_decoded(
+                source.read, file_size, window_bytes=window_bytes, start=first, end=segment.end, verify_records=False
+            )
+            for table in decoded:
                 rows = _readable_data(table)
                 if not rows:
                     continue
                 window_start = rows[0]["position"]
+                resume = source.tell()
                 window = source.read_at(rows[-1]["position"] + rows[-1]["size_bytes"] - window_start, window_start)
+                source.seek(resume)
                 yield from _payload_table(rows, memoryview(window), window_start, segment).to_batches()
     except OSError as exc:
         log.warning("cannot read %s for its payloads: %s", segment.location, exc)
@@ -75,14 +84,12 @@ def hash_file(segment: SegmentFile) -> Iterator[pa.RecordBatch]:
 
 def _readable_data(table: pa.Table) -> list[dict]:
     """The v2 data batches of a decoded window whose CRC matches: the only ones whose records are what was sent."""
-    readable = [
+    batches = table.select([*_BATCH_FIELDS, "size_bytes", "magic", "is_control", "crc_valid", "entry_status"])
+    return [
         row
-        for row in table.select(
-            [*_BATCH_FIELDS, "size_bytes", "magic", "is_control", "crc_valid", "entry_status"]
-        ).to_pylist()
+        for row in batches.to_pylist()
         if row["entry_status"] == STATUS_OK and row["magic"] == 2 and not row["is_control"] and row["crc_valid"]
     ]
-    return readable
 
 
 def _payload_table(rows: list[dict], window: memoryview, window_start: int, segment: SegmentFile) -> pa.Table:
