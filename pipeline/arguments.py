@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="decode every segment again, also those ingested before and unchanged since "
             "(default: ingest.incremental of the config)",
         )
+        sub.add_argument(
+            "--deep",
+            action="store_true",
+            help="also hash every record's key, value and headers into the payloads table for the payload rules "
+            "(PAY-*): a second pass over the segments (default: ingest.deep of the config)",
+        )
 
     def audit_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(

@@ -37,6 +37,9 @@ class IngestSettings(_Strict):
     # Walk every record of every v2 batch (FMT-006 record structure, FMT-008 max timestamp). Off, those columns
     # stay null and those rules are silent; decoding is then faster, compressed batches most of all.
     verify_records: bool = True
+    # Also hash every data record's key, value and headers into `payloads` for the payload rules (§6.11): a second
+    # pass over the segments (`--deep`). Off, nothing of it runs and those rules are skipped.
+    deep: bool = False
 
 
 class AuditSettings(_Strict):

@@ -77,9 +77,35 @@ def ingest_inputs(
     counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
     if plan.dump_files:
         counts.update(dump_line_counts(spark, plan.dump_files))
+    counts.update(ingest_payloads(spark, store, settings, plan, topics))
     counts.update(ingest_partition_files(spark, store, settings, plan, topics))
     counts.update(ingest_internal_topics(spark, store, settings, plan, topics))
     return counts
+
+
+def ingest_payloads(
+    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, topics: list[str]
+) -> dict[str, int]:
+    """With `ingest.deep` (`--deep`), hash the records of every listed segment into `payloads`.
+
+    Every segment is hashed again, also those the incremental ingest keeps: the table is small next to the
+    segments and is then always exactly the records of `batches`. Without deep mode nothing is read; only when a
+    deep ingest left a `payloads` table are the topics' rows removed from it, so the payload rules of a later
+    `audit` never compare records the batches no longer hold. Dump and columnar inputs carry no record bytes.
+    """
+    if not settings.ingest.deep:
+        if store.exists("payloads"):
+            empty = spark.createDataFrame([], schemas.PAYLOADS)
+            store.overwrite_partitions(empty, "payloads", schemas.PAYLOADS_PARTITION_BY, {"topic": topics})
+        return {}
+    # Imported on use: the default ingest never loads the payload pass.
+    from pipeline.sources.payloads import read_payloads
+
+    rows = read_payloads(spark, plan.log_roots.segments if plan.segment_roots else [], settings)
+    store.overwrite_partitions(rows, "payloads", schemas.PAYLOADS_PARTITION_BY, {"topic": topics})
+    written = store.count("payloads", {"topic": topics})
+    log.info("deep mode: hashed %d record payloads into %s", written, store.path("payloads"))
+    return {"payloads": written}
 
 
 def ingest_partition_files(

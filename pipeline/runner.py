@@ -113,7 +113,7 @@ def audit(
 ) -> StepResult:
     """Audit every topic of `batches` and replace its rows in the four audit tables."""
     with _recorded(spark, store, settings, "audit", run_id, reference_time_ms=reference_time_ms) as (_, result):
-        _audit(store, settings, run_id, reference_time_ms, result)
+        _audit(store, settings, run_id, reference_time_ms, result, deep=store.exists("payloads"))
     return result
 
 
@@ -220,14 +220,22 @@ def run(
     recording = _recorded(spark, store, settings, "run", run_id, inputs=inputs, reference_time_ms=reference_time_ms)
     with recording as (record, result):
         result.counts.update(ingest_inputs(spark, store, settings, run_id, inputs))
-        _audit(store, settings, run_id, reference_time_ms, result)
+        _audit(store, settings, run_id, reference_time_ms, result, deep=settings.ingest.deep)
         _report(store, settings, _run_section(record, store, result.counts), result)
     return result
 
 
 def _audit(
-    store: TableStore, settings: Settings, run_id: str, reference_time_ms: int | None, result: StepResult
+    store: TableStore,
+    settings: Settings,
+    run_id: str,
+    reference_time_ms: int | None,
+    result: StepResult,
+    *,
+    deep: bool,
 ) -> None:
+    """Audit `batches` with the side tables; the payload rules run only in deep mode (`deep`: the run ingested
+    with --deep, or an audit of a warehouse a deep ingest wrote)."""
     if not store.exists("batches"):
         raise InputError(store.path("batches"), "table not found; run `produce-audit ingest` first")
     batches = store.read("batches", schema=schemas.BATCHES)
@@ -237,8 +245,11 @@ def _audit(
     side_files = {
         table: store.read(table, schema=schema).where(F.col("topic").isin(topics))
         for table, schema in AUDITED_FILE_TABLES.items()
-        if store.exists(table)
+        if store.exists(table) and (deep or table != "payloads")
     }
+    result.counts["deep"] = int(deep)
+    if not deep:
+        log.info("deep mode off: the payload rules (PAY-*) are skipped; ingest with --deep to run them")
     stats = PlanStats()
     scratch = Scratch(store.spark, f"{store.warehouse}/{SCRATCH_DIR}/{run_id}", stats)
     try:

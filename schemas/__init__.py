@@ -10,6 +10,7 @@ from schemas.leader_epochs import LEADER_EPOCHS, LEADER_EPOCHS_PARTITION_BY
 from schemas.offset_commits import OFFSET_COMMITS, OFFSET_COMMITS_PARTITION_BY
 from schemas.partition_metadata import PARTITION_METADATA, PARTITION_METADATA_PARTITION_BY
 from schemas.partition_summary import PARTITION_SUMMARY, PARTITION_SUMMARY_PARTITION_BY
+from schemas.payloads import PAYLOADS, PAYLOADS_PARTITION_BY
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS, PRODUCER_SNAPSHOTS_PARTITION_BY
 from schemas.producer_state import PRODUCER_STATE, PRODUCER_STATE_PARTITION_BY
 from schemas.read_committed import READ_COMMITTED, READ_COMMITTED_PARTITION_BY
@@ -30,6 +31,7 @@ SCHEMAS = {
     "offset_commits": OFFSET_COMMITS,
     "partition_metadata": PARTITION_METADATA,
     "partition_summary": PARTITION_SUMMARY,
+    "payloads": PAYLOADS,
     "producer_snapshots": PRODUCER_SNAPSHOTS,
     "producer_state": PRODUCER_STATE,
     "read_committed": READ_COMMITTED,
@@ -55,6 +57,8 @@ __all__ = [
     "OFFSET_COMMITS_PARTITION_BY",
     "PARTITION_METADATA",
     "PARTITION_METADATA_PARTITION_BY",
+    "PAYLOADS",
+    "PAYLOADS_PARTITION_BY",
     "PRODUCER_SNAPSHOTS",
     "PRODUCER_SNAPSHOTS_PARTITION_BY",
     "TXN_INDEX",

@@ -23,7 +23,8 @@ class AuditInputs:
     `producer_batches`: its rows that carry producer state; `transactions`, `replicas`, `open_transactions`,
     `partitions`, `transaction_causes` (why each open transaction has no marker) and `coordinator_records`:
     derived state (pipeline.audit.state); `all_batches`: every entry of every replica as ingested, for the rules
-    that compare replicas. Side tables are None when the input had none.
+    that compare replicas. Side tables are None when the input had none; `payloads` is None unless the run is
+    in deep mode.
     """
 
     batches: DataFrame
@@ -41,3 +42,4 @@ class AuditInputs:
     checkpoints: DataFrame | None = None
     leader_epochs: DataFrame | None = None
     offset_commits: DataFrame | None = None
+    payloads: DataFrame | None = None

@@ -30,6 +30,7 @@ from pipeline.audit import (  # noqa: F401
     files,
     integrity,
     leader_epochs,
+    payloads,
     replica_divergence,
     sequences,
     snapshots,
@@ -64,6 +65,7 @@ SIDE_TABLES = (
     "leader_epochs",
     "transaction_log",
     "offset_commits",
+    "payloads",
 )
 
 
@@ -115,7 +117,8 @@ def run_audit(
 
     `side_tables` are the other tables of the same log dirs, by name (SIDE_TABLES): the `.txnindex` entries,
     producer-state snapshots, file problems, checkpoints, leader-epoch checkpoints, decoded `__transaction_state`
-    records and transactional offset commits. Each one given is checked against the replay.
+    records, transactional offset commits and the record payloads of a deep ingest. Each one given is checked
+    against the replay.
     """
     unknown = set(side_tables) - set(SIDE_TABLES)
     if unknown:

@@ -70,4 +70,5 @@ def build_state(
         checkpoints=checkpoints,
         leader_epochs=side.get("leader_epochs"),
         offset_commits=side.get("offset_commits"),
+        payloads=side.get("payloads"),
     )

@@ -14,6 +14,7 @@ from dataclasses import astuple, replace
 from functools import partial
 
 import pyarrow as pa
+from pyspark import RDD
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -63,22 +64,28 @@ def read_segments(
         segments = discover_segments(roots, settings.ingest).segments
     if not segments:
         return spark.createDataFrame([], BATCHES)
-    split_bytes = settings.ingest.segment_split_bytes
-    ranges = [piece for segment in segments for piece in split_segment(segment, split_bytes)]
-    total_bytes = sum(segment.size for segment in segments)
-    tasks = min(len(ranges), max(spark.sparkContext.defaultParallelism, math.ceil(total_bytes / split_bytes)))
+    rows, ranges, tasks = segment_ranges(spark, segments, settings.ingest.segment_split_bytes)
     log.info(
         "decoding %d segment files (%d bytes) as %d byte ranges in %d tasks",
         len(segments),
-        total_bytes,
-        len(ranges),
+        sum(segment.size for segment in segments),
+        ranges,
         tasks,
     )
+    decode = partial(decode_descriptors, verify_records=settings.ingest.verify_records)
+    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(shipped(spark, decode), BATCHES)
+
+
+def segment_ranges(spark: SparkSession, segments: list[SegmentFile], split_bytes: int) -> tuple[RDD, int, int]:
+    """The byte ranges of `segments` (`split_segment`) as `SEGMENT_DESCRIPTOR` rows dealt to tasks, how many ranges
+    and how many tasks: at least one per `split_bytes` of input, never more than ranges, the largest dealt first."""
+    ranges = [piece for segment in segments for piece in split_segment(segment, split_bytes)]
+    total_bytes = sum(segment.size for segment in segments)
+    tasks = min(len(ranges), max(spark.sparkContext.defaultParallelism, math.ceil(total_bytes / split_bytes)))
     ranges.sort(key=lambda piece: _range_end(piece) - piece.start, reverse=True)
     tasks_ranges = [[astuple(piece) for piece in ranges[task::tasks]] for task in range(tasks)]
     rows = spark.sparkContext.parallelize(tasks_ranges, tasks).flatMap(lambda task_ranges: task_ranges)
-    decode = partial(decode_descriptors, verify_records=settings.ingest.verify_records)
-    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(shipped(spark, decode), BATCHES)
+    return rows, len(ranges), tasks
 
 
 def split_segment(segment: SegmentFile, split_bytes: int) -> list[SegmentFile]:
