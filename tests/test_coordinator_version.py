@@ -1,0 +1,117 @@
+"""The transaction version the coordinator recorded (`__transaction_state` ClientTransactionVersion) decides how
+the replay judges a producer when the data alone cannot tell, and the configured version wins over it.
+
+Every scenario writes the same partition: a transaction at epoch 5 aborted at epoch 6 (a TV1 fence abort or a
+TV2 abort: the data cannot tell), then the next transaction at epoch 6 starting at sequence 3. Only the
+coordinator's records differ.
+"""
+
+from __future__ import annotations
+
+import pytest
+from logbuilder import T0, PartitionLog
+
+from pipeline.audit.context import AuditContext
+from pipeline.audit.coordinator_version import with_coordinator_version
+from pipeline.audit.engine import run_audit
+from pipeline.audit.replay import replay
+from pipeline.audit.sequences import tv2_txn_first_seq
+from pipeline.config import AuditSettings
+from schemas.batches import BATCHES
+from schemas.transaction_log import TRANSACTION_LOG
+
+EMPTY, ONGOING = 0, 1
+PIDS = {"recorded-tv2": 501, "unrecorded": 502, "recorded-tv1": 503}
+
+
+def _partition(topic: str, recorded: int | None) -> PartitionLog:
+    """The partition of the module docstring; `recorded` is the ClientTransactionVersion of the Ongoing records
+    of both transactions (None: no coordinator records)."""
+    log, pid = PartitionLog(topic=topic, clock=T0), PIDS[topic]
+    version = {} if recorded is None else {"value_version": 1, "client_transaction_version": recorded}
+    tp = f"{topic}-0"
+    if recorded is not None:
+        log.txn_state(topic, EMPTY, pid, 5, **version)
+        log.txn_state(topic, ONGOING, pid, 5, (tp,), **version)
+    log.data(pid, 5, 0, 2, txn=True)
+    log.marker(pid, 6, commit=False)
+    if recorded is not None:
+        log.txn_state(topic, ONGOING, pid, 6, (tp,), **version)
+    log.data(pid, 6, 3, 1, txn=True)
+    return log
+
+
+@pytest.fixture(scope="module")
+def audited(spark, scratch):
+    """Findings by topic (rule code and evidence) and `producer_state.transaction_version` by topic."""
+    logs = [_partition("recorded-tv2", 2), _partition("unrecorded", None), _partition("recorded-tv1", 1)]
+    result = run_audit(
+        spark.createDataFrame([row for log in logs for row in log.rows], BATCHES),
+        AuditSettings(),
+        "test-run",
+        scratch("coordinator-version"),
+        transaction_log=spark.createDataFrame(
+            [row for log in logs for row in log.transaction_log_rows], TRANSACTION_LOG
+        ),
+    )
+    findings: dict[str, list] = {}
+    for row in result.findings.select("topic", "rule_code", "evidence").collect():
+        findings.setdefault(row.topic, []).append(row)
+    versions = {row.topic: row.transaction_version for row in result.producer_state.where("producer_id >= 0").collect()}
+    result.release()
+    return findings, versions
+
+
+def _fired(findings, topic: str, code: str) -> list:
+    return [row for row in findings.get(topic, []) if row.rule_code == code]
+
+
+def test_a_transaction_the_coordinator_recorded_as_tv2_must_start_at_sequence_0(audited):
+    findings, versions = audited
+    (fired,) = _fired(findings, "recorded-tv2", "SEQ-009")
+    assert fired.evidence["transaction_version"] == "2/coordinator"
+    assert versions["recorded-tv2"] == "2/coordinator"
+    # the abort at data epoch + 1 is a TV2 abort, not a fence (EPO-004 expects + 2 under TV2)
+    assert _fired(findings, "recorded-tv2", "EPO-004") == []
+
+
+def test_without_coordinator_records_the_producer_is_assumed_tv1(audited):
+    findings, versions = audited
+    assert _fired(findings, "unrecorded", "SEQ-009") == []
+    assert [row.rule_code for row in _fired(findings, "unrecorded", "EPO-004")] == ["EPO-004"]
+    assert versions["unrecorded"] == "1/assumed"
+
+
+def test_a_transaction_the_coordinator_recorded_as_tv1_is_judged_as_tv1(audited):
+    findings, versions = audited
+    assert _fired(findings, "recorded-tv1", "SEQ-009") == []
+    assert [row.evidence["transaction_version"] for row in _fired(findings, "recorded-tv1", "EPO-004")] == [
+        "1/coordinator"
+    ]
+    assert versions["recorded-tv1"] == "1/coordinator"
+
+
+def test_the_configured_version_wins_over_the_coordinators(spark):
+    """The replay alone, with the SEQ-009 check on its rows: the run above shows the check reads nothing else."""
+    log = _partition("recorded-tv1", 1)
+    settings = AuditSettings(transaction_version="2")
+    transaction_log = spark.createDataFrame(log.transaction_log_rows, TRANSACTION_LOG)
+    replayed = replay(spark.createDataFrame(log.rows, BATCHES), settings, transaction_log).where("is_producer_row")
+    fires = tv2_txn_first_seq(AuditContext(settings))
+    fired = replayed.where(fires.when).select(fires.evidence["transaction_version"].alias("version")).collect()
+    assert [row.version for row in fired] == ["2/configured"]
+
+
+def test_the_version_follows_the_epochs_the_coordinator_recorded_it_for(spark):
+    """A V2 instance took over a V1 producer id: TV1 up to the last V1 transaction's epoch, TV2 from the first
+    V2 one on, unknown between them; Empty and fence records (the coordinator's own level) do not count."""
+    log = PartitionLog(topic="takeover", clock=T0)
+    log.txn_state("a", ONGOING, 7, 3, ("t-0",), value_version=1, client_transaction_version=1)
+    log.txn_state("a", EMPTY, 7, 5, value_version=1, client_transaction_version=2)
+    log.txn_state("a", ONGOING, 7, 7, ("t-0",), value_version=1, client_transaction_version=2)
+    rows = spark.createDataFrame(
+        [(7, epoch) for epoch in (2, 3, 5, 7, 8)] + [(8, 3)], "producer_id bigint, producer_epoch int"
+    )
+    transaction_log = spark.createDataFrame(log.transaction_log_rows, TRANSACTION_LOG)
+    versions = with_coordinator_version(rows, transaction_log).orderBy("producer_id", "producer_epoch").collect()
+    assert [tuple(row) for row in versions] == [(7, 2, 1), (7, 3, 1), (7, 5, None), (7, 7, 2), (7, 8, 2), (8, 3, None)]
