@@ -3,7 +3,8 @@ the replay judges a producer when the data alone cannot tell, and the configured
 
 Every scenario writes the same partition: a transaction at epoch 5 aborted at epoch 6 (a TV1 fence abort or a
 TV2 abort: the data cannot tell), then the next transaction at epoch 6 starting at sequence 3. Only the
-coordinator's records differ.
+coordinator's records differ. The checks of SEQ-009 and EPO-004 run on the replay itself (one plan per run
+instead of a whole audit): they read nothing else.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from logbuilder import T0, PartitionLog
 
 from pipeline.audit.context import AuditContext
 from pipeline.audit.coordinator_version import with_coordinator_version
-from pipeline.audit.engine import run_audit
+from pipeline.audit.epochs import fence_abort
 from pipeline.audit.replay import replay
 from pipeline.audit.sequences import tv2_txn_first_seq
+from pipeline.audit.transactions import build_producer_state
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 from schemas.transaction_log import TRANSACTION_LOG
 
 EMPTY, ONGOING = 0, 1
 PIDS = {"recorded-tv2": 501, "unrecorded": 502, "recorded-tv1": 503}
+CHECKS = {"SEQ-009": tv2_txn_first_seq, "EPO-004": fence_abort}
 
 
 def _partition(topic: str, recorded: int | None) -> PartitionLog:
@@ -41,65 +44,56 @@ def _partition(topic: str, recorded: int | None) -> PartitionLog:
     return log
 
 
-@pytest.fixture(scope="module")
-def audited(spark, scratch):
-    """Findings by topic (rule code and evidence) and `producer_state.transaction_version` by topic."""
-    logs = [_partition("recorded-tv2", 2), _partition("unrecorded", None), _partition("recorded-tv1", 1)]
-    result = run_audit(
-        spark.createDataFrame([row for log in logs for row in log.rows], BATCHES),
-        AuditSettings(),
-        "test-run",
-        scratch("coordinator-version"),
-        transaction_log=spark.createDataFrame(
-            [row for log in logs for row in log.transaction_log_rows], TRANSACTION_LOG
-        ),
-    )
-    findings: dict[str, list] = {}
-    for row in result.findings.select("topic", "rule_code", "evidence").collect():
-        findings.setdefault(row.topic, []).append(row)
-    versions = {row.topic: row.transaction_version for row in result.producer_state.where("producer_id >= 0").collect()}
-    result.release()
+def _judged(spark, settings: AuditSettings, logs: list[PartitionLog]):
+    """Per topic: the `transaction_version` evidence of each finding of CHECKS by rule code, and the
+    `producer_state` transaction version."""
+    batches = spark.createDataFrame([row for log in logs for row in log.rows], BATCHES)
+    transaction_log = spark.createDataFrame([row for log in logs for row in log.transaction_log_rows], TRANSACTION_LOG)
+    replayed = replay(batches, settings, transaction_log).where("is_producer_row").localCheckpoint()
+    ctx = AuditContext(settings)
+    findings: dict[tuple[str, str], list[str]] = {}
+    for code, check in CHECKS.items():
+        fires = check(ctx)
+        version = fires.evidence["transaction_version"].alias("version")
+        for row in replayed.where(fires.when).select("topic", version).collect():
+            findings.setdefault((row.topic, code), []).append(row.version)
+    versions = {row.topic: row.transaction_version for row in build_producer_state(replayed).collect()}
     return findings, versions
 
 
-def _fired(findings, topic: str, code: str) -> list:
-    return [row for row in findings.get(topic, []) if row.rule_code == code]
+@pytest.fixture(scope="module")
+def judged(spark):
+    logs = [_partition("recorded-tv2", 2), _partition("unrecorded", None), _partition("recorded-tv1", 1)]
+    return _judged(spark, AuditSettings(), logs)
 
 
-def test_a_transaction_the_coordinator_recorded_as_tv2_must_start_at_sequence_0(audited):
-    findings, versions = audited
-    (fired,) = _fired(findings, "recorded-tv2", "SEQ-009")
-    assert fired.evidence["transaction_version"] == "2/coordinator"
-    assert versions["recorded-tv2"] == "2/coordinator"
+def test_a_transaction_the_coordinator_recorded_as_tv2_must_start_at_sequence_0(judged):
+    findings, versions = judged
+    assert findings.get(("recorded-tv2", "SEQ-009")) == ["2/coordinator"]
     # the abort at data epoch + 1 is a TV2 abort, not a fence (EPO-004 expects + 2 under TV2)
-    assert _fired(findings, "recorded-tv2", "EPO-004") == []
+    assert findings.get(("recorded-tv2", "EPO-004")) is None
+    assert versions["recorded-tv2"] == "2/coordinator"
 
 
-def test_without_coordinator_records_the_producer_is_assumed_tv1(audited):
-    findings, versions = audited
-    assert _fired(findings, "unrecorded", "SEQ-009") == []
-    assert [row.rule_code for row in _fired(findings, "unrecorded", "EPO-004")] == ["EPO-004"]
+def test_without_coordinator_records_the_producer_is_assumed_tv1(judged):
+    findings, versions = judged
+    assert findings.get(("unrecorded", "SEQ-009")) is None
+    assert findings.get(("unrecorded", "EPO-004")) == ["1/assumed"]
     assert versions["unrecorded"] == "1/assumed"
 
 
-def test_a_transaction_the_coordinator_recorded_as_tv1_is_judged_as_tv1(audited):
-    findings, versions = audited
-    assert _fired(findings, "recorded-tv1", "SEQ-009") == []
-    assert [row.evidence["transaction_version"] for row in _fired(findings, "recorded-tv1", "EPO-004")] == [
-        "1/coordinator"
-    ]
+def test_a_transaction_the_coordinator_recorded_as_tv1_is_judged_as_tv1(judged):
+    findings, versions = judged
+    assert findings.get(("recorded-tv1", "SEQ-009")) is None
+    assert findings.get(("recorded-tv1", "EPO-004")) == ["1/coordinator"]
     assert versions["recorded-tv1"] == "1/coordinator"
 
 
 def test_the_configured_version_wins_over_the_coordinators(spark):
-    """The replay alone, with the SEQ-009 check on its rows: the run above shows the check reads nothing else."""
-    log = _partition("recorded-tv1", 1)
-    settings = AuditSettings(transaction_version="2")
-    transaction_log = spark.createDataFrame(log.transaction_log_rows, TRANSACTION_LOG)
-    replayed = replay(spark.createDataFrame(log.rows, BATCHES), settings, transaction_log).where("is_producer_row")
-    fires = tv2_txn_first_seq(AuditContext(settings))
-    fired = replayed.where(fires.when).select(fires.evidence["transaction_version"].alias("version")).collect()
-    assert [row.version for row in fired] == ["2/configured"]
+    findings, versions = _judged(spark, AuditSettings(transaction_version="2"), [_partition("recorded-tv1", 1)])
+    assert findings.get(("recorded-tv1", "SEQ-009")) == ["2/configured"]
+    assert findings.get(("recorded-tv1", "EPO-004")) is None
+    assert versions["recorded-tv1"] == "2/configured"
 
 
 def test_the_version_follows_the_epochs_the_coordinator_recorded_it_for(spark):
