@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import pytest
 from logbuilder import T0, PartitionLog
+from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.context import AuditContext
 from pipeline.audit.coordinator_version import with_coordinator_version
 from pipeline.audit.epochs import fence_abort
-from pipeline.audit.replay import replay
+from pipeline.audit.replay import replay, replay_input
 from pipeline.audit.sequences import tv2_txn_first_seq
 from pipeline.audit.transactions import build_producer_state
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
+from schemas.replay import PRODUCER_STATE_COLUMNS
 from schemas.transaction_log import TRANSACTION_LOG
+from tests.reference_replay import with_file_order_state as reference_file_order_state
+from tests.reference_replay import with_producer_state as reference_producer_state
 
 EMPTY, ONGOING = 0, 1
-PIDS = {"recorded-tv2": 501, "unrecorded": 502, "recorded-tv1": 503}
+PIDS = {"recorded-tv2": 501, "unrecorded": 502, "recorded-tv1": 503, "takeover": 504}
 CHECKS = {"SEQ-009": tv2_txn_first_seq, "EPO-004": fence_abort}
 
 
@@ -109,3 +113,42 @@ def test_the_version_follows_the_epochs_the_coordinator_recorded_it_for(spark):
     transaction_log = spark.createDataFrame(log.transaction_log_rows, TRANSACTION_LOG)
     versions = with_coordinator_version(rows, transaction_log).orderBy("producer_id", "producer_epoch").collect()
     assert [tuple(row) for row in versions] == [(7, 2, 1), (7, 3, 1), (7, 5, None), (7, 7, 2), (7, 8, 2), (8, 3, None)]
+
+
+def _takeover() -> PartitionLog:
+    """A V1 instance's transaction (recorded as TV1), then under the same producer id an unrecorded commit at
+    the data epoch, a V2 instance's recorded transaction whose commit bumps the epoch, and one more whose Ongoing
+    record was cleaned (TV2 from the recorded one's epoch on), ended by a TV2 fence abort (data epoch + 2)."""
+    log, pid = PartitionLog(topic="takeover", clock=T0), PIDS["takeover"]
+    v1, v2 = (
+        {"value_version": 1, "client_transaction_version": 1},
+        {"value_version": 1, "client_transaction_version": 2},
+    )
+    log.txn_state("x", ONGOING, pid, 0, ("takeover-0",), **v1)
+    log.data(pid, 0, 0, 2, txn=True)
+    log.marker(pid, 0)
+    log.data(pid, 1, 0, 1, txn=True)
+    log.marker(pid, 1)
+    log.txn_state("x", ONGOING, pid, 2, ("takeover-0",), **v2)
+    log.data(pid, 2, 0, 1, txn=True)
+    log.marker(pid, 3)
+    log.data(pid, 3, 0, 1, txn=True)
+    log.marker(pid, 5, commit=False)
+    return log
+
+
+def test_same_state_as_the_window_reference(spark):
+    """The compiled pass and tests/reference_replay.py agree on every producer row when the coordinator's records
+    are read (the configured version ignores them: tests/test_producer_kernel.py covers it)."""
+    logs = [_partition("recorded-tv2", 2), _partition("unrecorded", None), _partition("recorded-tv1", 1), _takeover()]
+    settings = AuditSettings()
+    batches = spark.createDataFrame([row for log in logs for row in log.rows], BATCHES)
+    transaction_log = spark.createDataFrame([row for log in logs for row in log.transaction_log_rows], TRANSACTION_LOG)
+    rows = replay_input(batches, settings, transaction_log)
+    reference = reference_producer_state(reference_file_order_state(rows), settings)
+    columns = ["topic", "base_offset", *PRODUCER_STATE_COLUMNS.fieldNames()]
+    compiled = replay(batches, settings, transaction_log).where("is_producer_row").select(*columns).localCheckpoint()
+    assertDataFrameEqual(compiled, reference.where("is_producer_row").select(*columns))
+    takeover = compiled.where("topic = 'takeover'").select("is_tv2").orderBy("base_offset").collect()
+    # V1, V1 (unrecorded, a marker at the data epoch), V2 from the recorded transaction on
+    assert [row.is_tv2 for row in takeover] == [False, False, False, False, True, True, True, True]
