@@ -13,6 +13,7 @@ import pytest
 from logbuilder import T0, PartitionLog
 from pyspark.testing import assertDataFrameEqual
 
+from pipeline.audit import engine  # noqa: F401  (registers the rules in the engine's order, as docs/rules.md lists them)
 from pipeline.audit.context import AuditContext
 from pipeline.audit.coordinator_version import with_coordinator_version
 from pipeline.audit.epochs import fence_abort
