@@ -40,6 +40,10 @@ COLUMN_MEANINGS = {
     "current_txn_start_offset": "first offset of its open transaction; null when none",
     "batch_count": "its batches on the partition",
     "is_transactional": "it wrote transactional data",
-    "transaction_version": "version the audit judged it by: `1/assumed`, `1/inferred`, `2/inferred`, `N/configured`",
+    "transaction_version": (
+        "version the audit judged it by, and its source: `N/configured` (`audit.transaction_version`), "
+        "`N/coordinator` (ClientTransactionVersion of its `__transaction_state` Ongoing records), `2/inferred` (a "
+        "commit bumped the epoch), `1/inferred` (a marker at the data epoch), `1/assumed` (no evidence)"
+    ),
     "broker_id": "broker whose replica was audited",
 }

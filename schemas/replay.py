@@ -40,8 +40,10 @@ PRODUCER_STATE_COLUMNS = T.StructType(
         T.StructField("seq_row", T.BooleanType(), True),  # client data at the run's epoch: sequence-checked
         T.StructField("txn_open", T.BooleanType(), True),
         T.StructField("state_expired", T.BooleanType(), True),  # silent past producer.id.expiration.ms
-        T.StructField("transaction_version", T.StringType(), True),  # the producer's: 1/assumed, 2/inferred, ...
-        T.StructField("is_tv2", T.BooleanType(), True),  # judged as TV2 (a bumping commit came before)
+        # the producer's version and its source: 1/assumed, 2/inferred, 2/coordinator, 2/configured, ...
+        T.StructField("transaction_version", T.StringType(), True),
+        # judged as TV2: configured, recorded by the coordinator for the row's transaction, or TV2 before it
+        T.StructField("is_tv2", T.BooleanType(), True),
         T.StructField("run_pos", T.IntegerType(), True),  # position in its part of the epoch run, from 1
         T.StructField("prev_last_sequence", T.IntegerType(), True),
         T.StructField("wrap_inside", T.LongType(), True),  # 1 when the batch's own range wraps

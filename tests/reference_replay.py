@@ -171,26 +171,36 @@ def _with_sequence_window(df: DataFrame) -> DataFrame:
 def _with_transaction_version(df: DataFrame, settings: AuditSettings) -> DataFrame:
     """Resolve the transaction version per producer and per row.
 
-    The log does not store it (spec §6.9). `auto` reads it from COMMIT markers: TV2 bumps the epoch on
-    every commit (marker epoch = data epoch + 1), TV0/1 commits at the data epoch. Clients move to TV2 at
-    the start of a transaction and never back, so a row is judged as TV2 once a bumping commit of its
-    producer precedes it; `transaction_version` records the conclusion for the whole producer.
+    The log does not store it (spec §6.9). `auto` takes the version the coordinator recorded for the row's
+    transaction (`coordinator_version`; a closing marker's is the latest its transaction's data had), and
+    otherwise reads it from COMMIT markers: TV2 bumps the epoch on every commit (marker epoch = data epoch + 1),
+    TV0/1 commits at the data epoch. Clients move to TV2 at the start of a transaction and never back, so a row
+    is judged as TV2 once a bumping commit of its producer, or a transaction recorded as TV2, precedes it;
+    `transaction_version` records the conclusion for the whole producer, the coordinator's first.
     """
     by_pid = Window.partitionBy(*PRODUCER).orderBy(*ORDER)
     per_pid = Window.partitionBy(*PRODUCER)
+    before = by_pid.rowsBetween(Window.unboundedPreceding, -1)
     closing = F.col("is_marker") & F.col("txn_open")
     bump = F.col("producer_epoch") - F.col("txn_max_epoch")
     tv2_commit = closing & (F.col("control_type") == CONTROL_COMMIT) & (bump == 1)
     tv1_marker = closing & (bump == 0)
     writes_transactions = F.max("is_transactional").over(per_pid)
-    if settings.transaction_version == "auto":
-        version = (
-            F.when(F.max(tv2_commit).over(per_pid), F.lit("2/inferred"))
-            .when(F.max(tv1_marker).over(per_pid), F.lit("1/inferred"))
-            .when(writes_transactions, F.lit("1/assumed"))
-        )
-        is_tv2 = F.coalesce(F.max(tv2_commit).over(by_pid.rowsBetween(Window.unboundedPreceding, -1)), F.lit(False))
-    else:
+    if settings.transaction_version != "auto":
         version = F.when(writes_transactions, F.lit(f"{settings.transaction_version}/configured"))
-        is_tv2 = F.lit(settings.transaction_version == "2")
-    return df.withColumns({"transaction_version": version, "is_tv2": is_tv2})
+        return df.withColumns({"transaction_version": version, "is_tv2": F.lit(settings.transaction_version == "2")})
+    recorded_data = F.col("is_data") & F.col("is_transactional") & F.col("coordinator_version").isNotNull()
+    latest = F.max(F.when(recorded_data, F.struct("txn_group", "pid_row", "coordinator_version"))).over(before)
+    in_transaction = F.when(closing & (latest["txn_group"] == F.col("txn_group")), latest["coordinator_version"])
+    df = df.withColumn("_recorded", F.coalesce(in_transaction, F.col("coordinator_version")))
+    recorded = F.col("_recorded")
+    version = (
+        F.when(F.max(recorded == 2).over(per_pid), F.lit("2/coordinator"))
+        .when(F.max(recorded.isNotNull()).over(per_pid), F.lit("1/coordinator"))
+        .when(F.max(tv2_commit).over(per_pid), F.lit("2/inferred"))
+        .when(F.max(tv1_marker).over(per_pid), F.lit("1/inferred"))
+        .when(writes_transactions, F.lit("1/assumed"))
+    )
+    tv2_before = F.coalesce(F.max(tv2_commit | (recorded == 2)).over(before), F.lit(False))
+    is_tv2 = F.coalesce(recorded == 2, tv2_before)
+    return df.withColumns({"transaction_version": version, "is_tv2": is_tv2}).drop("_recorded")

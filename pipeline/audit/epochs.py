@@ -1,4 +1,8 @@
-"""Epoch and fencing rules EPO-001..EPO-007 (spec §6.3)."""
+"""Epoch and fencing rules EPO-001..EPO-007 (spec §6.3).
+
+EPO-003/004/005 judge a marker by the transaction version of the transaction it closes (`is_tv2` of the
+replay): configured, recorded by the coordinator, or inferred (pipeline.audit.producer_kernel).
+"""
 
 from __future__ import annotations
 
@@ -51,8 +55,9 @@ TV2_MARKER_EPOCH_NOT_GREATER = rule(
     "ERROR",
     "6.3",
     "Transactions V2 producer whose marker carries the data epoch of the transaction it closes (TV2 markers "
-    "must bump it). ERROR for brokers from 4.2 (KIP-1228 enforces it), WARN when audit.broker_version is "
-    "older than 4.2.",
+    "must bump it); the version is the configured one, else the one the coordinator recorded for the "
+    "transaction in `__transaction_state`, else inferred from earlier bumping commits. ERROR for brokers "
+    "from 4.2 (KIP-1228 enforces it), WARN when audit.broker_version is older than 4.2.",
     also=("WARN",),
     impact=(
         "A TV2 marker at the data epoch cannot be told apart from a late marker of the previous transaction: exactly "

@@ -62,9 +62,11 @@ _FLAG_COLUMNS = {
 
 
 def version_labels(version_mode: int) -> pa.Array:
-    """`transaction_version` text by kernel code."""
+    """`transaction_version` text by kernel code: the version and where it came from."""
     configured = f"{version_mode}/configured" if version_mode else None
-    return pa.array([None, "1/assumed", "1/inferred", "2/inferred", configured], pa.string())
+    return pa.array(
+        [None, "1/assumed", "1/inferred", "2/inferred", configured, "1/coordinator", "2/coordinator"], pa.string()
+    )
 
 
 def with_producer_state(
@@ -157,6 +159,7 @@ def producer_state(
                 "max_timestamp",
                 "base_sequence",
                 "last_sequence",
+                "coordinator_version",
             )
         ),
         expiration_ms,

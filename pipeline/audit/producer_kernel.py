@@ -30,8 +30,16 @@ CONTROL_COMMIT = 1
 DUPLICATE_WINDOW = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 WRAP_JUMP = 1 << 30  # a backwards step larger than this between batches is a wrap, not a retry
 
-# transaction_version codes (labels in pipeline.audit.replay)
-VERSION_NONE, VERSION_ASSUMED_1, VERSION_INFERRED_1, VERSION_INFERRED_2, VERSION_CONFIGURED = range(5)
+# transaction_version codes (labels in pipeline.audit.producer_arrow.version_labels)
+(
+    VERSION_NONE,
+    VERSION_ASSUMED_1,
+    VERSION_INFERRED_1,
+    VERSION_INFERRED_2,
+    VERSION_CONFIGURED,
+    VERSION_COORDINATOR_1,
+    VERSION_COORDINATOR_2,
+) = range(7)
 
 # row flags (`flags` input): bit set = true
 IS_CONTROL, IS_TRANSACTIONAL, IS_COORDINATOR_TOPIC, PRODUCER_ROW = 1, 2, 4, 8
@@ -103,11 +111,14 @@ SEQ_FIELDS = 8
     S_SAW_TV2,  # the transaction-version evidence so far (spec §6.9)
     S_SAW_TV1,
     S_SAW_TRANSACTIONAL,
+    S_SAW_COORDINATOR_TV2,  # the coordinator recorded one of the group's transactions as TV2
+    S_SAW_COORDINATOR_TV1,  # ... as TV0/TV1
+    S_TXN_COORDINATOR_VERSION,  # the coordinator's version of the open transaction (NONE: not recorded)
     S_CARRIED_ENDED,  # output: the group that began in an earlier stretch ended in this one
     S_CARRIED_VERSION,  # output: that group's transaction version
     S_OPEN_FROM,  # output: the first row of this stretch's last group, which may continue in the next one
-) = range(24)
-STATE_FIELDS = 24
+) = range(27)
+STATE_FIELDS = 27
 
 
 class ProducerCarry:
@@ -126,14 +137,15 @@ class ProducerCarry:
 @numba.njit(nogil=True, cache=CACHE_KERNELS)
 def replay_producers(
     starts, flags, marker, epoch, control_type, coordinator_epoch, base_offset, timestamp, base_seq, last_seq,
-    expiration_ms, version_mode, state, seq, ring,
+    coordinator_version, expiration_ms, version_mode, state, seq, ring,
 ):  # fmt: skip
     """Per-row producer state of one stretch of rows; returns (int64 outputs, int8 flags), one row per output.
 
     `state`, `seq` and `ring` are a ProducerCarry, updated in place. A group's transaction version is a
     conclusion over all its rows (spec §6.9), known when the group ends: its rows in this stretch get it then,
-    and the caller gives S_CARRIED_VERSION to its rows of earlier stretches. `version_mode` 0 infers the version
-    from the markers (`auto`), 1 or 2 is the configured one.
+    and the caller gives S_CARRIED_VERSION to its rows of earlier stretches. `version_mode` 0 takes the version
+    the coordinator recorded for the row (`coordinator_version` 1 or 2, NONE when it did not) and otherwise
+    infers it from the markers (`auto`); 1 or 2 is the configured one, which wins over both.
     """
     n = starts.shape[0]
     longs = np.full((LONG_OUTPUTS, n), NONE, dtype=np.int64)
@@ -156,7 +168,8 @@ def replay_producers(
         if state[S_PRODUCER] == 1:
             _append(
                 i, flags[i], marker[i], epoch[i], control_type[i], coordinator_epoch[i], base_offset[i],
-                timestamp[i], base_seq[i], last_seq[i], expiration_ms, version_mode, state, seq, ring, longs, bools,
+                timestamp[i], base_seq[i], last_seq[i], coordinator_version[i], expiration_ms, version_mode, state,
+                seq, ring, longs, bools,
             )  # fmt: skip
     state[S_CARRIED_ENDED] = carried_ended
     state[S_CARRIED_VERSION] = carried_version
@@ -171,14 +184,14 @@ def _start_group(state, seq, producer_row):
     state[S_PRODUCER] = 1 if producer_row else 0
     for field in (S_PID_ROW, S_MARKERS, S_SEEN_TXN, S_SEEN_PLAIN, S_RUN_FIRST, S_TV2_BEFORE):
         state[field] = 0
-    for field in (S_SAW_TV2, S_SAW_TV1, S_SAW_TRANSACTIONAL):
+    for field in (S_SAW_TV2, S_SAW_TV1, S_SAW_TRANSACTIONAL, S_SAW_COORDINATOR_TV2, S_SAW_COORDINATOR_TV1):
         state[field] = 0
     seq[:] = 0
 
 
 @numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _append(
-    i, flags, marker, e, control_type, coordinator_epoch, base_offset, timestamp, bseq, lseq,
+    i, flags, marker, e, control_type, coordinator_epoch, base_offset, timestamp, bseq, lseq, recorded_version,
     expiration_ms, version_mode, state, seq, ring, longs, bools,
 ):  # fmt: skip
     """Write row `i`'s state before it, then append the row to the state, as ProducerAppendInfo does."""
@@ -230,16 +243,30 @@ def _append(
     seq_row = is_data and e == new_epoch_max and flags & IS_COORDINATOR_TOPIC == 0
     bools[SEQ_ROW, i] = seq_row
 
-    # transaction version (auto): a commit that bumps the epoch of its data makes later rows TV2
+    # transaction version: the configured one; else the coordinator's for the row's transaction (a closing
+    # marker's is the one of the data it closes); else inferred: a commit that bumps the epoch of its data, or a
+    # transaction the coordinator recorded as TV2, makes later rows TV2 (clients never move back)
     closing = is_marker and txn_open
     bump = e - group_max_epoch if closing else 0
     tv2_commit = closing and control_type == CONTROL_COMMIT and bump == 1
-    bools[IS_TV2, i] = state[S_TV2_BEFORE] == 1 if version_mode == 0 else version_mode == 2
+    if closing and state[S_TXN_COORDINATOR_VERSION] != NONE:
+        recorded_version = state[S_TXN_COORDINATOR_VERSION]
+    if version_mode != 0:
+        bools[IS_TV2, i] = version_mode == 2
+    elif recorded_version != NONE:
+        bools[IS_TV2, i] = recorded_version == 2
+    else:
+        bools[IS_TV2, i] = state[S_TV2_BEFORE] == 1
     if tv2_commit:
         state[S_TV2_BEFORE] = 1
         state[S_SAW_TV2] = 1
     if closing and bump == 0:
         state[S_SAW_TV1] = 1
+    if recorded_version == 2:
+        state[S_TV2_BEFORE] = 1
+        state[S_SAW_COORDINATOR_TV2] = 1
+    elif recorded_version != NONE:
+        state[S_SAW_COORDINATOR_TV1] = 1
 
     # the sequence window of the row's part of the epoch run
     s = 1 if seq_row else 0
@@ -304,7 +331,10 @@ def _append(
         state[S_FIRST_OFFSET] = NONE
         state[S_FIRST_TIMESTAMP] = NONE
         state[S_GROUP_MAX_EPOCH] = NONE
+        state[S_TXN_COORDINATOR_VERSION] = NONE
     elif txn_data:
+        if recorded_version != NONE:
+            state[S_TXN_COORDINATOR_VERSION] = recorded_version
         if first_offset == NONE or base_offset < first_offset:
             state[S_FIRST_OFFSET] = base_offset
             state[S_FIRST_TIMESTAMP] = timestamp
@@ -324,11 +354,18 @@ def _append(
 
 @numba.njit(nogil=True, cache=CACHE_KERNELS)
 def transaction_version(state, version_mode):
-    """The walked group's transaction version from its evidence (spec §6.9); NONE for rows without state."""
+    """The walked group's transaction version from its evidence (spec §6.9); NONE for rows without state.
+
+    Configured, else recorded by the coordinator (TV2 when any of the group's transactions was), else inferred.
+    """
     if state[S_PRODUCER] != 1:
         return NONE
     if version_mode != 0:
         return VERSION_CONFIGURED if state[S_SAW_TRANSACTIONAL] == 1 else VERSION_NONE
+    if state[S_SAW_COORDINATOR_TV2] == 1:
+        return VERSION_COORDINATOR_2
+    if state[S_SAW_COORDINATOR_TV1] == 1:
+        return VERSION_COORDINATOR_1
     if state[S_SAW_TV2] == 1:
         return VERSION_INFERRED_2
     if state[S_SAW_TV1] == 1:

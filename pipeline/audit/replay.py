@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.audit.coordinator_version import with_coordinator_version
 from pipeline.audit.file_order import with_file_order
 from pipeline.audit.producer_arrow import with_producer_state
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
@@ -94,13 +95,14 @@ def replica_facts(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
     )
 
 
-def replay(batches: DataFrame, settings: AuditSettings) -> DataFrame:
+def replay(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> DataFrame:
     """Every batch of the audited replicas with its file-order and producer state: the `replay` table.
 
     Sorted inside the partitions `prepare_batches` made (no shuffle) into file order, then into producer order,
-    each followed by a pass that walks the rows a record batch at a time.
+    each followed by a pass that walks the rows a record batch at a time. `transaction_log`, when ingested,
+    gives the transaction version the coordinator recorded (pipeline.audit.coordinator_version).
     """
-    rows = replay_input(batches, settings)
+    rows = replay_input(batches, settings, transaction_log)
     in_file_order = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields])
     schema = T.StructType([*in_file_order.fields, *PRODUCER_STATE_COLUMNS.fields])
     producer_pass = partial(
@@ -117,9 +119,10 @@ def replay(batches: DataFrame, settings: AuditSettings) -> DataFrame:
     )
 
 
-def replay_input(batches: DataFrame, settings: AuditSettings) -> DataFrame:
+def replay_input(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> DataFrame:
     """The audited replicas' rows, clustered by partition, with the per-row facts the replay pass reads."""
-    return prepare_batches(batches, settings).withColumns(
+    rows = with_coordinator_version(prepare_batches(batches, settings), transaction_log)
+    return rows.withColumns(
         {
             "is_producer_row": _carries_producer_state(),
             "in_first_segment": F.col("segment_base_offset") == F.col("first_segment_base_offset"),

@@ -146,15 +146,17 @@ TV2_TXN_FIRST_SEQ = rule(
     "TV2_TXN_FIRST_SEQ",
     "ERROR",
     "6.2",
-    "Transactions V2 producer (configured or inferred): the first data batch of a transaction does not "
-    "start at sequence 0, although every TV2 transaction runs at a fresh epoch.",
+    "Transactions V2 producer (configured, recorded by the coordinator in `__transaction_state`, or inferred "
+    "from a commit that bumped the epoch): the first data batch of a transaction does not start at sequence 0, "
+    "although every TV2 transaction runs at a fresh epoch.",
     impact=(
         "Under Transactions V2 every transaction starts at a fresh epoch and sequence 0; a non-zero start means the "
         "transaction's first batches are missing or a wrong client/broker pairing wrote them."
     ),
     action=(
         "Check the producer client version (4.0+ for TV2) and the cluster's `transaction.version` feature "
-        "(`kafka-features.sh describe`); set `audit.transaction_version` if the inference was wrong."
+        "(`kafka-features.sh describe`); the finding's `transaction_version` says where the version came from: "
+        "set `audit.transaction_version` if it is wrong."
     ),
 )
 

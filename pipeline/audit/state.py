@@ -30,7 +30,7 @@ def build_state(
     settings = ctx.settings
     checkpoints = side.get("checkpoints")
     transaction_log = side.get("transaction_log")
-    replayed = scratch.materialise(replay(batches, settings), "replay")
+    replayed = scratch.materialise(replay(batches, settings, transaction_log), "replay")
     producer_batches = replayed.where(F.col("is_producer_row"))
     first = scratch.materialise_all(
         {
