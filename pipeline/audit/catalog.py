@@ -35,7 +35,7 @@ def render() -> str:
         "",
         "Each rule is checked on the rows of one or more frames (docs/engine.md):",
         "",
-        *[f"- `{name}`: {frame.description}" for name, frame in FRAMES.items() if CHECKS[name]],
+        *[f"- `{name}`: {frame.description}" for name, frame in sorted(FRAMES.items()) if CHECKS[name]],
         "",
     ]
     for section, title in SECTIONS.items():
