@@ -147,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="decode every segment again, also those ingested before and unchanged since "
             "(default: ingest.incremental of the config)",
         )
+        sub.add_argument(
+            "--cluster-id",
+            metavar="ID",
+            help="cluster of the inputs that name none (dump text, columnar exports, log dirs whose "
+            "meta.properties has no cluster.id); partitions of different clusters are never compared "
+            '(default: ingest.cluster_id of the config, "" for unknown)',
+        )
 
     def audit_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(

@@ -59,8 +59,13 @@ def settings_for(args: argparse.Namespace) -> Settings:
         overrides["audit"] = {"transaction_version": args.transaction_version}
     if getattr(args, "fail_on", None):
         overrides["fail_on"] = args.fail_on
+    ingest: dict[str, Any] = {}
     if getattr(args, "full", False):
-        overrides["ingest"] = {"incremental": False}
+        ingest["incremental"] = False
+    if getattr(args, "cluster_id", None) is not None:
+        ingest["cluster_id"] = args.cluster_id
+    if ingest:
+        overrides["ingest"] = ingest
     return load_settings(args.conf, overrides)
 
 

@@ -37,6 +37,9 @@ class IngestSettings(_Strict):
     # Walk every record of every v2 batch (FMT-006 record structure, FMT-008 max timestamp). Off, those columns
     # stay null and those rules are silent; decoding is then faster, compressed batches most of all.
     verify_records: bool = True
+    # The cluster of the inputs that name none (dump text, columnar exports, a log dir without `cluster.id` in its
+    # meta.properties; `--cluster-id`): partitions are told apart by (cluster, topic, partition). "": unknown.
+    cluster_id: str = ""
 
 
 class AuditSettings(_Strict):

@@ -21,6 +21,7 @@ PRODUCER_STATE = T.StructType(
         T.StructField("is_transactional", T.BooleanType(), True),
         T.StructField("transaction_version", T.StringType(), True),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -42,4 +43,5 @@ COLUMN_MEANINGS = {
     "is_transactional": "it wrote transactional data",
     "transaction_version": "version the audit judged it by: `1/assumed`, `1/inferred`, `2/inferred`, `N/configured`",
     "broker_id": "broker whose replica was audited",
+    "cluster_id": 'cluster of the partition (`batches.cluster_id`); "" when unknown',
 }

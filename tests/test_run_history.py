@@ -104,6 +104,7 @@ FINDINGS_JSONL_KEYS = {
     "topic",
     "partition",
     "broker_id",
+    "cluster_id",
     "producer_id",
     "producer_epoch",
     "base_offset",
