@@ -12,6 +12,8 @@ from pipeline.audit.engine import run_audit
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
+from pipeline.reports.formatting import place
+from pipeline.reports.summary import render_text
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources.input_plan import plan_inputs
 from pipeline.sources.log_roots import discover_segments
@@ -103,3 +105,49 @@ def test_copies_within_one_cluster_still_compare(spark, scratch):
     findings, summary = _audit(spark, scratch, spark.createDataFrame(_diverging_copies("x"), BATCHES), "one-cluster")
     assert {(f.cluster_id, f.topic) for f in findings if f.rule_code == "REP-001"} == {("x", DIVERGING)}
     assert [(row.cluster_id, row.topic) for row in summary] == [("x", DIVERGING)]
+
+
+def _summary(clusters: int) -> dict:
+    finding = {
+        "severity": "ERROR",
+        "rule_code": "SEQ-001",
+        "topic": "orders",
+        "partition": 1,
+        "base_offset": 15,
+        "last_offset": 17,
+        "producer_id": 1001,
+        "producer_epoch": 0,
+        "broker_id": 0,
+        "cluster_id": "east",
+        "message": "sequence 15 follows 11",
+    }
+    return {
+        "run": {"id": "r", "reference_time_ms": None},
+        "findings": {
+            "total": 1,
+            "by_severity": {"INFO": 0, "WARN": 0, "ERROR": 1, "CRITICAL": 0},
+            "by_rule": {"SEQ-001": {"name": "OUT_OF_ORDER", "count": 1, "by_severity": {"ERROR": 1}}},
+            "top": [finding],
+        },
+        "transactions": {"total": 0, "by_outcome": {}},
+        "partitions": {
+            "partitions": 2,
+            "clusters": clusters,
+            "batches": 9,
+            "records": 9,
+            "aborted_records": 0,
+            "with_open_transactions": 0,
+            "with_hanging_transactions": 0,
+            "open": [],
+        },
+    }
+
+
+def test_the_report_names_the_cluster_only_when_the_run_audited_several():
+    several, one = render_text(_summary(2)), render_text(_summary(1))
+    assert "CLUSTER" in several and "cluster east" in several
+    assert "CLUSTER" not in one and "east" not in one
+    row = _summary(2)["findings"]["top"][0]
+    assert place(row, clusters=2) == "orders-1 @0 in cluster east"
+    assert place({**row, "cluster_id": ""}, clusters=2) == "orders-1 @0 in an unknown cluster"
+    assert place(row) == "orders-1 @0"

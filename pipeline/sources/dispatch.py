@@ -56,8 +56,12 @@ def read_inputs(
 
 
 def in_cluster(rows: DataFrame, settings: Settings) -> DataFrame:
-    """`rows` with `cluster_id` set to `ingest.cluster_id` where the input named no cluster."""
-    return rows.withColumn("cluster_id", F.coalesce(F.col("cluster_id"), F.lit(settings.ingest.cluster_id)))
+    """`rows` with `cluster_id` set to `ingest.cluster_id` where the input named no cluster; the column stays
+    nullable, as in the table schemas (a coalesce would make it not)."""
+    cluster_id = F.col("cluster_id")
+    return rows.withColumn(
+        "cluster_id", F.when(cluster_id.isNull(), F.lit(settings.ingest.cluster_id)).otherwise(cluster_id)
+    )
 
 
 def read_partition_inputs(spark: SparkSession, plan: InputPlan, settings: Settings) -> PartitionFiles | None:
