@@ -153,6 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="also hash every record's key, value and headers into the payloads table for the payload rules "
             "(PAY-*): a second pass over the segments (default: ingest.deep of the config)",
         )
+        sub.add_argument(
+            "--cluster-id",
+            metavar="ID",
+            help="cluster of the inputs that name none (dump text, columnar exports, log dirs whose "
+            "meta.properties has no cluster.id); partitions of different clusters are never compared "
+            '(default: ingest.cluster_id of the config, "" for unknown)',
+        )
 
     def audit_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(

@@ -64,6 +64,8 @@ def settings_for(args: argparse.Namespace) -> Settings:
         ingest["incremental"] = False
     if getattr(args, "deep", False):
         ingest["deep"] = True
+    if getattr(args, "cluster_id", None) is not None:
+        ingest["cluster_id"] = args.cluster_id
     if ingest:
         overrides["ingest"] = ingest
     return load_settings(args.conf, overrides)

@@ -40,6 +40,9 @@ class IngestSettings(_Strict):
     # Also hash every data record's key, value and headers into `payloads` for the payload rules (§6.11): a second
     # pass over the segments (`--deep`). Off, nothing of it runs and those rules are skipped.
     deep: bool = False
+    # The cluster of the inputs that name none (dump text, columnar exports, a log dir without `cluster.id` in its
+    # meta.properties; `--cluster-id`): partitions are told apart by (cluster, topic, partition). "": unknown.
+    cluster_id: str = ""
 
 
 class AuditSettings(_Strict):

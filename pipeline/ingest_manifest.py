@@ -86,6 +86,7 @@ _DECODED_FILES = T.StructType(
         T.StructField("topic", T.StringType(), False),
         T.StructField("partition", T.IntegerType(), False),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), False),
         T.StructField("segment_base_offset", T.LongType(), False),
         T.StructField("size_bytes", T.LongType(), False),
         T.StructField("mtime_ns", T.LongType(), True),
@@ -98,6 +99,7 @@ _RECORDED = (
     "source_file",
     "topic",
     "broker_id",
+    "cluster_id",
     "size_bytes",
     "mtime_ns",
     "first_batch_hash",
@@ -167,10 +169,11 @@ def triage(
             outcomes[segment.location] = NEW
         elif not incremental or segment.location in active:
             outcomes[segment.location] = REREAD
-        elif (row["size_bytes"], row["mtime_ns"], row["broker_id"]) != (
+        elif (row["size_bytes"], row["mtime_ns"], row["broker_id"], row["cluster_id"]) != (
             segment.size,
             segment.mtime_ns,
             segment.broker_id,
+            segment.cluster_id,
         ) or None in (row["first_batch_hash"], row["last_batch_hash"]):
             outcomes[segment.location] = REPLACED
         else:
@@ -306,6 +309,7 @@ def _decoded_rows(spark: SparkSession, plan: SegmentPlan, decoded: DataFrame, ru
                 segment.topic,
                 segment.partition,
                 segment.broker_id,
+                segment.cluster_id,
                 segment.segment_base_offset,
                 segment.size,
                 segment.mtime_ns,
@@ -327,6 +331,7 @@ def _decoded_rows(spark: SparkSession, plan: SegmentPlan, decoded: DataFrame, ru
         "partition",
         F.col("location").alias("source_file"),
         "broker_id",
+        "cluster_id",
         "segment_base_offset",
         "size_bytes",
         "mtime_ns",

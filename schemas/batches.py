@@ -54,6 +54,7 @@ BATCHES = T.StructType(
         T.StructField("source_file", T.StringType(), False),
         T.StructField("source_format", T.StringType(), False),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -96,4 +97,5 @@ COLUMN_MEANINGS = {
     "source_file": "path of the file the row was read from, as given under --input",
     "source_format": "how the input was read: `segment` (log dir), `dumplog` (kafka-dump-log text) or `columnar`",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "cluster_id": '`cluster.id` of the log dir (`meta.properties`), else `ingest.cluster_id`; "" when unknown',
 }

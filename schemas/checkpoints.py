@@ -24,6 +24,7 @@ CHECKPOINTS = T.StructType(
         T.StructField("problem", T.StringType(), True),
         T.StructField("source_file", T.StringType(), False),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -38,4 +39,5 @@ COLUMN_MEANINGS = {
     "problem": "why the file could not be read; null when it could",
     "source_file": "path of the file the row was read from, as given under --input",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "cluster_id": '`cluster.id` of the log dir (`meta.properties`), else `ingest.cluster_id`; "" when unknown',
 }

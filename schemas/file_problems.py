@@ -15,6 +15,7 @@ FILE_PROBLEMS = T.StructType(
         T.StructField("position", T.LongType(), True),
         T.StructField("message", T.StringType(), False),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -43,4 +44,5 @@ COLUMN_MEANINGS = {
     "position": "byte position in a binary file; null for text files and file names",
     "message": "what the reader saw",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "cluster_id": '`cluster.id` of the log dir (`meta.properties`), else `ingest.cluster_id`; "" when unknown',
 }

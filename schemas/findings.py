@@ -19,6 +19,7 @@ FINDINGS = T.StructType(
         T.StructField("message", T.StringType(), False),
         T.StructField("evidence", T.MapType(T.StringType(), T.StringType()), True),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -41,4 +42,5 @@ COLUMN_MEANINGS = {
     "message": "one line saying what is wrong",
     "evidence": "the values that triggered the rule, by name",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "cluster_id": 'cluster of the partition (`batches.cluster_id`); "" when unknown',
 }

@@ -40,6 +40,7 @@ GLOBAL_TRANSACTIONS = T.StructType(
         T.StructField("markers_missing", T.IntegerType(), False),
         T.StructField("is_torn", T.BooleanType(), False),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -64,4 +65,5 @@ COLUMN_MEANINGS = {
     "markers_missing": "listed partitions in the input with no marker of the decision",
     "is_torn": "a marker contradicts the decision, or the decision completed and a partition has no marker",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "cluster_id": 'cluster of the `__transaction_state` log dir, and of the partitions it lists; "" when unknown',
 }

@@ -15,6 +15,7 @@ INGEST_MANIFEST = T.StructType(
         T.StructField("partition", T.IntegerType(), False),
         T.StructField("source_file", T.StringType(), False),  # as in batches.source_file
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
         T.StructField("segment_base_offset", T.LongType(), False),
         T.StructField("size_bytes", T.LongType(), False),
         T.StructField("mtime_ns", T.LongType(), True),  # ns since the epoch; null when the filesystem has none
@@ -36,6 +37,7 @@ COLUMN_MEANINGS = {
     "partition": "the partition number",
     "source_file": "the segment, spelled as in `batches.source_file`",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "cluster_id": "cluster the segment's rows were given (`batches.cluster_id`): a change decodes it again",
     "segment_base_offset": "base offset of the segment (its file name)",
     "size_bytes": "file size as listed",
     "mtime_ns": "modification time in ns since the epoch; null when the filesystem has none",

@@ -17,6 +17,7 @@ LEADER_EPOCHS = T.StructType(
         T.StructField("problem", T.StringType(), True),
         T.StructField("source_file", T.StringType(), False),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -32,4 +33,5 @@ COLUMN_MEANINGS = {
     "problem": "why the line or file is malformed (LEP-001); null when fine",
     "source_file": "path of the file the row was read from, as given under --input",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "cluster_id": '`cluster.id` of the log dir (`meta.properties`), else `ingest.cluster_id`; "" when unknown',
 }

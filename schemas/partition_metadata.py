@@ -15,6 +15,7 @@ PARTITION_METADATA = T.StructType(
         T.StructField("problem", T.StringType(), True),
         T.StructField("source_file", T.StringType(), False),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -29,4 +30,5 @@ COLUMN_MEANINGS = {
     "problem": "what the broker would reject (SEG-006); null for a good file",
     "source_file": "path of the file the row was read from, as given under --input",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
+    "cluster_id": '`cluster.id` of the log dir (`meta.properties`), else `ingest.cluster_id`; "" when unknown',
 }

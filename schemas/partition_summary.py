@@ -29,6 +29,7 @@ PARTITION_SUMMARY = T.StructType(
         T.StructField("findings_by_severity", T.MapType(T.StringType(), T.LongType()), True),
         T.StructField("findings_by_rule", T.MapType(T.StringType(), T.LongType()), True),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -56,4 +57,5 @@ COLUMN_MEANINGS = {
     "findings_by_severity": "findings of the partition per severity",
     "findings_by_rule": "findings of the partition per rule code",
     "broker_id": "broker whose replica was audited",
+    "cluster_id": 'cluster of the partition (`batches.cluster_id`); "" when unknown',
 }

@@ -21,6 +21,7 @@ PAYLOADS = T.StructType(
         T.StructField("source_file", T.StringType(), False),
         T.StructField("position", T.LongType(), False),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -41,4 +42,5 @@ COLUMN_MEANINGS = {
     "source_file": "path of the segment the record was read from",
     "position": "byte position of the record's batch in the segment",
     "broker_id": "broker id of the log dir the record was read from (`meta.properties`); null when unknown",
+    "cluster_id": '`cluster.id` of the log dir (`meta.properties`), else `ingest.cluster_id`; "" when unknown',
 }

@@ -21,6 +21,7 @@ PRODUCER_STATE = T.StructType(
         T.StructField("is_transactional", T.BooleanType(), True),
         T.StructField("transaction_version", T.StringType(), True),
         T.StructField("broker_id", T.IntegerType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -46,4 +47,5 @@ COLUMN_MEANINGS = {
         "commit bumped the epoch), `1/inferred` (a marker at the data epoch), `1/assumed` (no evidence)"
     ),
     "broker_id": "broker whose replica was audited",
+    "cluster_id": 'cluster of the partition (`batches.cluster_id`); "" when unknown',
 }

@@ -37,6 +37,7 @@ class PartitionLog:
     tick_ms: int = 1000
     leader_epoch: int = 0
     broker_id: int = 0
+    cluster_id: str = ""
     rows: list[dict] = field(default_factory=list)
     index_rows: list[dict] = field(default_factory=list)
     snapshot_rows: list[dict] = field(default_factory=list)
@@ -64,6 +65,7 @@ class PartitionLog:
             source_file=f"{self.topic}-{self.partition}/00000000000000000000.log",
             source_format="segment",
             broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
         )
         row.update(values)
         row["position"] = sum(r["size_bytes"] for r in self.rows)
@@ -147,6 +149,7 @@ class PartitionLog:
             source_file=f"{self.topic}-{self.partition}/{segment_base_offset:020d}.txnindex",
             source_format="segment",
             broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
         )
         self.index_rows.append(row)
         return row
@@ -183,6 +186,7 @@ class PartitionLog:
             source_file=f"{self.topic}-{self.partition}/{offset:020d}.snapshot",
             source_format="segment",
             broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
         )
         self.snapshot_rows.append(row)
         return row
@@ -196,6 +200,7 @@ class PartitionLog:
             "position": None,
             "message": message,
             "broker_id": self.broker_id,
+            "cluster_id": self.cluster_id,
         }
         assert set(row) == set(FILE_PROBLEMS.fieldNames())
         self.problem_rows.append(row)
@@ -210,6 +215,7 @@ class PartitionLog:
             "problem": None,
             "source_file": "log-start-offset-checkpoint",
             "broker_id": self.broker_id,
+            "cluster_id": self.cluster_id,
         }
         self.checkpoint_rows.append(row)
         return row
@@ -226,6 +232,7 @@ class PartitionLog:
                 "problem": None,
                 "source_file": f"{self.topic}-{self.partition}/leader-epoch-checkpoint",
                 "broker_id": self.broker_id,
+                "cluster_id": self.cluster_id,
             }
             for line, (epoch, start_offset) in enumerate(entries, start=3)
         ]
@@ -293,6 +300,7 @@ class PartitionLog:
             source_file=batch["source_file"],
             source_format="segment",
             broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
         )
         if not tombstone:
             row.update(
@@ -335,6 +343,7 @@ class PartitionLog:
             source_file=batch["source_file"],
             source_format="segment",
             broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
         )
         self.offset_commit_rows.append(row)
         return row

@@ -32,6 +32,7 @@ T0 = 1_767_225_600_000
 UNPRINTED_COLUMNS = {
     "run_id": "each audit is its own run",
     "broker_id": "the dump names a file, not the broker whose log dir held it",
+    "cluster_id": "nor the cluster: dump text is in the unknown cluster unless --cluster-id names it",
     "segment": "the text's findings name the dump file instead of the segment",
     "source_file": "the same",
     "source_format": "'dumplog' instead of 'segment'",

@@ -87,6 +87,7 @@ def test_decisions_with_their_markers(spark):
             "markers_missing": missing,
             "is_torn": torn,
             "broker_id": 0,
+            "cluster_id": "",
         }
 
     rows = [
@@ -102,3 +103,19 @@ def test_decisions_with_their_markers(spark):
     schema = GLOBAL_TRANSACTIONS.__class__([f for f in GLOBAL_TRANSACTIONS.fields if f.name != "run_id"])
     actual = build_global_transactions(records, batches)
     assertDataFrameEqual(actual.select(*schema.fieldNames()), spark.createDataFrame(rows, schema))
+
+
+def test_a_coordinator_lists_the_partitions_of_its_own_cluster(spark):
+    """The same producer id, topic and partition in another cluster hold no marker of this coordinator's."""
+
+    def listed_partition(output_cluster: str):
+        coordinator = PartitionLog(topic=COORDINATOR_TOPIC, partition=7, cluster_id="a")
+        output = PartitionLog(topic="out", partition=0, cluster_id=output_cluster)
+        _transaction(coordinator, {"out-0": output}, "a", 100, ("out-0",), {"out-0": True})
+        batches = spark.createDataFrame(coordinator.rows + output.rows, BATCHES)
+        log = spark.createDataFrame(coordinator.transaction_log_rows, TRANSACTION_LOG)
+        (decision,) = build_global_transactions(audited_records(log, batches, None), batches).collect()
+        return decision.cluster_id, decision.partitions[0].in_input, decision.partitions[0].marker_offset is not None
+
+    assert listed_partition("a") == ("a", True, True)
+    assert listed_partition("b") == ("a", False, False)

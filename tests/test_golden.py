@@ -125,8 +125,8 @@ def test_rows_are_compared_as_multisets_with_null_keys_equal(spark):
     assert (diff.golden_rows, diff.actual_rows) == (3, 3)
     assert (diff.missing, diff.unexpected, diff.changed) == (1, 1, 1)
     assert diff.changed_examples == [
-        "{rule_code=FMT-001, topic=t, partition=0, broker_id=None, producer_id=None, base_offset=None, segment=a.log, "
-        'position=7} severity: "ERROR" -> "WARN"'
+        "{rule_code=FMT-001, cluster_id=None, topic=t, partition=0, broker_id=None, producer_id=None, "
+        'base_offset=None, segment=a.log, position=7} severity: "ERROR" -> "WARN"'
     ]
     assert '"base_offset": 5' in diff.missing_examples[0] and '"base_offset": 9' in diff.unexpected_examples[0]
 

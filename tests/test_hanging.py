@@ -181,13 +181,13 @@ def test_cause_evidence(audited):
 
 def test_without_coordinator_records_only_late_data_is_told(spark):
     open_txns = spark.createDataFrame(
-        [("t", 0, 1, 5, 0, T0), ("t", 0, 2, 7, 3, T0)],
-        "topic string, partition int, producer_id bigint, first_offset bigint, producer_epoch int, "
+        [("", "t", 0, 1, 5, 0, T0), ("", "t", 0, 2, 7, 3, T0)],
+        "cluster_id string, topic string, partition int, producer_id bigint, first_offset bigint, producer_epoch int, "
         "start_timestamp bigint",
     )
     transactions = spark.createDataFrame(
-        [("t", 0, 1, 4, 1), ("t", 0, 2, 6, 3)],
-        "topic string, partition int, producer_id bigint, marker_offset bigint, marker_epoch int",
+        [("", "t", 0, 1, 4, 1), ("", "t", 0, 2, 6, 3)],
+        "cluster_id string, topic string, partition int, producer_id bigint, marker_offset bigint, marker_epoch int",
     )
     causes = transaction_causes(open_txns, transactions, None).orderBy("producer_id").collect()
     assert [(row.producer_id, row.cause) for row in causes] == [(1, CAUSE_LATE_DATA), (2, CAUSE_UNKNOWN)]
@@ -196,7 +196,7 @@ def test_without_coordinator_records_only_late_data_is_told(spark):
 def test_read_committed_ground_truth(spark, audited):
     schema = READ_COMMITTED.__class__([f for f in READ_COMMITTED.fields if f.name != "run_id"])
     partition = dict.fromkeys(schema.fieldNames())
-    partition.update(topic="interleaved", partition=0, broker_id=0)
+    partition.update(topic="interleaved", partition=0, broker_id=0, cluster_id="")
     expected = [
         {
             **partition,

@@ -174,12 +174,15 @@ def segment(location: str, base_offset: int = 0, size: int = 100, mtime_ns: int 
     return SegmentFile(location, "t", 0, 1, base_offset, size, mtime_ns=mtime_ns)
 
 
-def recorded_row(size: int = 100, mtime_ns: int | None = 5, broker_id: int | None = 1, hashes=("a", "b")) -> dict:
+def recorded_row(
+    size: int = 100, mtime_ns: int | None = 5, broker_id: int | None = 1, hashes=("a", "b"), cluster_id: str = ""
+) -> dict:
     first, last = hashes
     return {
         "size_bytes": size,
         "mtime_ns": mtime_ns,
         "broker_id": broker_id,
+        "cluster_id": cluster_id,
         "first_batch_hash": first,
         "last_batch_hash": last,
         "rows_ingested": 3,
@@ -193,6 +196,7 @@ def test_triage_leaves_only_unchanged_listings_to_the_hash_check():
         "grown": segment("t-0/grown.log", size=120),
         "touched": segment("t-0/touched.log", mtime_ns=6),
         "moved": segment("t-0/moved.log"),
+        "reclustered": segment("t-0/reclustered.log"),
         "unhashed": segment("t-0/unhashed.log"),
         "same": segment("t-0/same.log"),
         "no_mtime": segment("t-0/no_mtime.log", mtime_ns=None),
@@ -202,6 +206,7 @@ def test_triage_leaves_only_unchanged_listings_to_the_hash_check():
         "t-0/grown.log": recorded_row(),
         "t-0/touched.log": recorded_row(),
         "t-0/moved.log": recorded_row(broker_id=2),
+        "t-0/reclustered.log": recorded_row(cluster_id="east"),  # ingested under another --cluster-id
         "t-0/unhashed.log": recorded_row(hashes=(None, "b")),
         "t-0/same.log": recorded_row(),
         "t-0/no_mtime.log": recorded_row(mtime_ns=None),
@@ -214,6 +219,7 @@ def test_triage_leaves_only_unchanged_listings_to_the_hash_check():
         "t-0/grown.log": REPLACED,
         "t-0/touched.log": REPLACED,
         "t-0/moved.log": REPLACED,
+        "t-0/reclustered.log": REPLACED,
         "t-0/unhashed.log": REPLACED,
     }
     assert candidates == [listed["same"], listed["no_mtime"]]

@@ -468,6 +468,7 @@ def test_read_partition_files_over_the_sample(spark, sample_root):
         "source_file": str(sample_root / "broker-0" / "payments-0" / segment_file_name(0, ".txnindex")),
         "source_format": "segment",
         "broker_id": 0,
+        "cluster_id": "cHJvZHVjZS1hdWRpdC0w",
     }
 
     snapshots = sorted(

@@ -169,7 +169,7 @@ def _hostile_page_data() -> tuple[dict, dict, dict]:
             "top": [finding],
         },
         "transactions": {"total": 1, "by_outcome": {"COMMITTED": 0, "ABORTED": 0, "OPEN": 1, "EMPTY": 0}},
-        "partitions": {"partitions": 1, "batches": 1, "records": 1, "aborted_records": 0},
+        "partitions": {"partitions": 1, "clusters": 1, "batches": 1, "records": 1, "aborted_records": 0},
     }
     partition = {
         "topic": HOSTILE,

@@ -61,6 +61,7 @@ SUMMARY_KEYS = {
             "producer_id",
             "producer_epoch",
             "broker_id",
+            "cluster_id",
             "segment",
             "position",
             "message",
@@ -73,6 +74,7 @@ SUMMARY_KEYS = {
         f"partitions.{key}"
         for key in (
             "partitions",
+            "clusters",
             "batches",
             "records",
             "aborted_records",
@@ -86,6 +88,7 @@ SUMMARY_KEYS = {
             "topic",
             "partition",
             "broker_id",
+            "cluster_id",
             "open_transactions",
             "hanging_transactions",
             "first_unstable_offset",
@@ -104,6 +107,7 @@ FINDINGS_JSONL_KEYS = {
     "topic",
     "partition",
     "broker_id",
+    "cluster_id",
     "producer_id",
     "producer_epoch",
     "base_offset",
@@ -289,7 +293,7 @@ def _key_paths(value, prefix: str = "") -> set[str]:
 def test_summary_json_keys_are_pinned(history):
     warehouse, _, _, later, _ = history
     summary = json.loads((warehouse / "reports" / later / "summary.json").read_text())
-    assert summary["schema_version"] == 2
+    assert summary["schema_version"] == 3
     assert summary["findings"]["top"]
     keys = _key_paths(summary)
     if not summary["partitions"]["open"]:  # the sample has no open transaction: the fields its rows would have

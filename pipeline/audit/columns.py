@@ -27,6 +27,7 @@ FINDING_FIELDS = (
     "message",
     "evidence",
     "broker_id",
+    "cluster_id",
 )
 
 
@@ -59,6 +60,7 @@ def _finding_column(rule: Rule, fires: Fires) -> Column:
         fires.message.alias("message"),
         evidence_map.alias("evidence"),
         F.col("broker_id").alias("broker_id"),
+        F.col("cluster_id").alias("cluster_id"),
     )
     return F.when(fires.when, struct)
 

@@ -97,13 +97,20 @@ PID_TO_MANY_IDS = rule(
 )
 
 
+# A producer as the coordinator records know it: producer ids are allocated per cluster, and a coordinator's
+# records name the partitions of its own cluster, so every join of them with the batches is within one cluster.
+CLUSTER_PRODUCER = ["cluster_id", "producer_id"]
+
+
 def tp_name() -> Column:
+    """The partition as coordinator records name it (`topic-partition`); it is within their cluster."""
     return F.concat_ws("-", F.col("topic"), F.col("partition").cast("string"))
 
 
 def known_producers(records: DataFrame) -> DataFrame:
     ids = F.explode(F.array("producer_id", "previous_producer_id", "next_producer_id")).alias("producer_id")
-    return records.select(ids).where(F.col("producer_id") >= 0).distinct().withColumn("is_known", F.lit(True))
+    known = records.select("cluster_id", ids).where(F.col("producer_id") >= 0).distinct()
+    return known.withColumn("is_known", F.lit(True))
 
 
 def tv2_transaction_epochs(records: DataFrame) -> DataFrame:
@@ -113,16 +120,16 @@ def tv2_transaction_epochs(records: DataFrame) -> DataFrame:
     is V1, and a V2 instance of a transactional id takes over the producer id of a V1 one."""
     return (
         records.where(F.col("is_tv2") & (F.col("state") == ONGOING) & (F.col("producer_id") >= 0))
-        .select("producer_id", "producer_epoch")
+        .select(*CLUSTER_PRODUCER, "producer_epoch")
         .distinct()
     )
 
 
 def ongoing_partitions(records: DataFrame) -> DataFrame:
-    """(producer id, epoch, partition name) of every Ongoing record."""
+    """(cluster, producer id, epoch, partition name) of every Ongoing record."""
     return (
         records.where(~F.col("is_tombstone") & (F.col("state") == ONGOING))
-        .select("producer_id", "producer_epoch", F.explode("partition_set").alias("tp_name"))
+        .select(*CLUSTER_PRODUCER, "producer_epoch", F.explode("partition_set").alias("tp_name"))
         .distinct()
         .withColumn("is_listed", F.lit(True))
     )
@@ -132,7 +139,7 @@ def _fully_uncleaned(records: DataFrame) -> DataFrame:
     """Per producer id, whether all of its coordinator records are uncleaned."""
     return (
         records.where(F.col("producer_id") >= 0)
-        .groupBy("producer_id")
+        .groupBy(*CLUSTER_PRODUCER)
         .agg(F.min(F.col("is_uncleaned").cast("int")).cast("boolean").alias("history_uncleaned"))
     )
 
@@ -150,9 +157,9 @@ def TRANSACTION_DATA(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None
     return (
         inputs.transactions.where(F.col("first_offset").isNotNull())
         .withColumn("tp_name", tp_name())
-        .join(known_producers(records), on="producer_id", how="inner")
-        .join(ongoing_partitions(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
-        .join(_fully_uncleaned(records), on="producer_id", how="left")
+        .join(known_producers(records), on=CLUSTER_PRODUCER, how="inner")
+        .join(ongoing_partitions(records), on=[*CLUSTER_PRODUCER, "producer_epoch", "tp_name"], how="left")
+        .join(_fully_uncleaned(records), on=CLUSTER_PRODUCER, how="left")
         .select(
             "*",
             F.col("first_offset").alias("base_offset"),
@@ -193,8 +200,12 @@ def OFFSET_COMMITS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None: 
         .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
         .join(replicas, on=[*TP, "broker_id"], how="inner")
         .withColumn("tp_name", tp_name())
-        .join(known_producers(records), on="producer_id", how="inner")
-        .join(ongoing_partitions(records).drop("producer_epoch").distinct(), on=["producer_id", "tp_name"], how="left")
+        .join(known_producers(records), on=CLUSTER_PRODUCER, how="inner")
+        .join(
+            ongoing_partitions(records).drop("producer_epoch").distinct(),
+            on=[*CLUSTER_PRODUCER, "tp_name"],
+            how="left",
+        )
         .select(
             "*",
             F.col("record_offset").alias("base_offset"),
@@ -224,6 +235,7 @@ def latest_per_id(records: DataFrame) -> DataFrame:
         .withColumn("_rank", F.row_number().over(newest_first))
         .where(F.col("_rank") == 1)
         .select(
+            "cluster_id",
             F.col("topic").alias("coordinator_topic"),
             "transactional_id",
             F.struct(
@@ -244,13 +256,13 @@ def OPEN_TRANSACTION_IDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | 
         return None
     ids_of_producer = (
         records.where(F.col("producer_id") >= 0)
-        .select("producer_id", F.col("topic").alias("coordinator_topic"), "transactional_id")
+        .select(*CLUSTER_PRODUCER, F.col("topic").alias("coordinator_topic"), "transactional_id")
         .distinct()
     )
     return (
         inputs.transactions.where(F.col("outcome") == OUTCOME_OPEN)
-        .join(ids_of_producer, on="producer_id", how="inner")
-        .join(latest_per_id(records), on=["coordinator_topic", "transactional_id"], how="inner")
+        .join(ids_of_producer, on=CLUSTER_PRODUCER, how="inner")
+        .join(latest_per_id(records), on=["cluster_id", "coordinator_topic", "transactional_id"], how="inner")
         .withColumn("tp_name", tp_name())
         .select(
             "*",
@@ -294,13 +306,15 @@ def TRANSACTIONAL_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame
     if records is None:
         return None
     writers = (
-        inputs.batches.where(F.col("is_transactional") & (F.col("producer_id") >= 0)).select("producer_id").distinct()
+        inputs.batches.where(F.col("is_transactional") & (F.col("producer_id") >= 0))
+        .select(*CLUSTER_PRODUCER)
+        .distinct()
     )
     first = F.min(F.struct("record_offset", *TP, "source_file", "position", "broker_id", "producer_epoch"))
     return (
         records.where(F.col("transactional_id").isNotNull() & (F.col("producer_id") >= 0))
-        .join(writers, on="producer_id", how="inner")
-        .groupBy("producer_id")
+        .join(writers, on=CLUSTER_PRODUCER, how="inner")
+        .groupBy(*CLUSTER_PRODUCER)
         .agg(F.sort_array(F.collect_set("transactional_id")).alias("ids"), first.alias("first"))
         .select("producer_id", "ids", "first.*")
         .withColumns({"base_offset": F.col("record_offset"), "last_offset": F.col("record_offset")})

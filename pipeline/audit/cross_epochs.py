@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.cross_checks import tp_name, tv2_transaction_epochs
+from pipeline.audit.cross_checks import CLUSTER_PRODUCER, tp_name, tv2_transaction_epochs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.transaction_log import ONGOING, PREPARE_ABORT
 from pipeline.audit.transaction_log_transitions import COORDINATOR_TRANSITIONS
@@ -63,7 +63,7 @@ def TV2_TRANSACTIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None
         return None
     return (
         inputs.transactions.where(F.col("first_offset").isNotNull() & F.col("marker_offset").isNotNull())
-        .join(tv2_transaction_epochs(records), on=["producer_id", "producer_epoch"], how="inner")
+        .join(tv2_transaction_epochs(records), on=[*CLUSTER_PRODUCER, "producer_epoch"], how="inner")
         .select(
             "*",
             tp_name().alias("tp_name"),

@@ -13,7 +13,14 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.cross_checks import CONTROL_ABORT, CONTROL_COMMIT, known_producers, tp_name, tv2_transaction_epochs
+from pipeline.audit.cross_checks import (
+    CLUSTER_PRODUCER,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    known_producers,
+    tp_name,
+    tv2_transaction_epochs,
+)
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from pipeline.audit.transaction_log import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
@@ -121,7 +128,7 @@ def _decisions_by_marker(records: DataFrame) -> DataFrame:
     """Per (producer id, epoch, partition name): which outcomes Prepare* records decided, and their leader epochs."""
     return (
         prepares(records)
-        .groupBy("producer_id", "producer_epoch", "tp_name")
+        .groupBy(*CLUSTER_PRODUCER, "producer_epoch", "tp_name")
         .agg(
             F.collect_set("decided").alias("decided"),
             F.min("partition_leader_epoch").alias("min_decision_leader_epoch"),
@@ -133,17 +140,19 @@ def _decisions_by_marker(records: DataFrame) -> DataFrame:
 def _with_deciding_prepares(markers: DataFrame, records: DataFrame) -> DataFrame:
     """`deciding_epochs`: the epochs of the Prepare* records listing the marker's partition that can have decided
     the transaction it closes (empty for a marker that closed none)."""
-    listed = prepares(records).groupBy("producer_id", "producer_epoch", "tp_name").agg(F.max("is_tv2").alias("is_tv2"))
+    listed = (
+        prepares(records).groupBy(*CLUSTER_PRODUCER, "producer_epoch", "tp_name").agg(F.max("is_tv2").alias("is_tv2"))
+    )
     epochs = []
     for step, tv2 in DECISION_STEPS:
         allowed = F.lit(True) if tv2 is None else F.col("is_tv2") == tv2
         found = listed.select(
-            "producer_id",
+            *CLUSTER_PRODUCER,
             "tp_name",
             (F.col("producer_epoch") - step).alias("closed_data_epoch"),
             allowed.alias(f"_step{step}"),
         )
-        markers = markers.join(found, on=["producer_id", "tp_name", "closed_data_epoch"], how="left")
+        markers = markers.join(found, on=[*CLUSTER_PRODUCER, "tp_name", "closed_data_epoch"], how="left")
         epochs.append(F.when(F.col(f"_step{step}"), F.col("closed_data_epoch") + step))
     return markers.withColumn("deciding_epochs", F.filter(F.array(*epochs), lambda e: e.isNotNull())).drop(
         *[f"_step{step}" for step, _ in DECISION_STEPS]
@@ -176,14 +185,14 @@ def MARKERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa
             & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
         )
         .withColumn("tp_name", tp_name())
-        .join(known_producers(records), on="producer_id", how="inner")
-        .join(_decisions_by_marker(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
+        .join(known_producers(records), on=CLUSTER_PRODUCER, how="inner")
+        .join(_decisions_by_marker(records), on=[*CLUSTER_PRODUCER, "producer_epoch", "tp_name"], how="left")
         .join(closed, on=[*TP, "producer_id", "base_offset"], how="left")
         .join(
             tv2_transaction_epochs(records)
             .withColumnRenamed("producer_epoch", "closed_data_epoch")
             .withColumn("is_tv2_transaction", F.lit(True)),
-            on=["producer_id", "closed_data_epoch"],
+            on=[*CLUSTER_PRODUCER, "closed_data_epoch"],
             how="left",
         )
     )
@@ -275,9 +284,9 @@ def marker_coordinator_epoch(ctx: AuditContext) -> Fires:
 
 
 def latest_decisions(records: DataFrame) -> DataFrame:
-    """Per (producer id, partition name), the latest Prepare* record listing it (`decision`), with whether a later
-    record of its transactional id follows it (`decision.completed`) and whether an Ongoing record listing the
-    partition came after it (`reopened`: a new transaction added the partition again)."""
+    """Per (cluster, producer id, partition name), the latest Prepare* record listing it (`decision`), with whether
+    a later record of its transactional id follows it (`decision.completed`) and whether an Ongoing record listing
+    the partition came after it (`reopened`: a new transaction added the partition again)."""
     later = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
     listing = (
         records.withColumn("completed", F.lead("record_offset").over(later).isNotNull())
@@ -294,14 +303,14 @@ def latest_decisions(records: DataFrame) -> DataFrame:
     )
     is_ongoing = F.col("state") == ONGOING
     return (
-        listing.groupBy("producer_id", "tp_name")
+        listing.groupBy(*CLUSTER_PRODUCER, "tp_name")
         .agg(
             F.max(F.when(~is_ongoing, decision)).alias("decision"),
             F.max(F.when(is_ongoing, F.struct("batch_timestamp", "record_offset"))).alias("_ongoing"),
         )
         .where(F.col("decision").isNotNull())
         .select(
-            "producer_id",
+            *CLUSTER_PRODUCER,
             "tp_name",
             "decision",
             F.coalesce(
@@ -335,7 +344,7 @@ def DECISIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # no
     return (
         _last_data_transactions(inputs.transactions)
         .withColumn("tp_name", tp_name())
-        .join(latest_decisions(records), on=["producer_id", "tp_name"], how="inner")
+        .join(latest_decisions(records), on=[*CLUSTER_PRODUCER, "tp_name"], how="inner")
         .select(
             "*",
             F.col("last.producer_epoch").alias("producer_epoch"),

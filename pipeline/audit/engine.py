@@ -6,7 +6,7 @@ fixed sequence of small plans, each starting from scans of what the step before 
 folder (pipeline.audit.scratch), so no plan grows with the number of rules, frames or inputs:
 
 1. state (pipeline.audit.state): the replay of every batch, with the run's one exchange of the batches on
-   (topic, partition), then transactions, replicas, open transactions, partitions and coordinator records;
+   (cluster, topic, partition), then transactions, replicas, open transactions, partitions and coordinator records;
 2. one plan per frame: the frame's rows, every check registered on it evaluated in one projection, the
    findings that fired appended to the scratch `findings`;
 3. the output tables, each a projection or aggregate of scratch tables.
@@ -46,7 +46,7 @@ from pipeline.audit.global_transactions import build_global_transactions
 from pipeline.audit.hanging import CAUSE_COLUMNS
 from pipeline.audit.read_committed import build_read_committed
 from pipeline.audit.registry import CHECKS, FRAMES
-from pipeline.audit.replay import TP_PID
+from pipeline.audit.replay import TP, TP_PID
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.state import build_state
 from pipeline.config import AuditSettings
@@ -124,6 +124,8 @@ def run_audit(
     if unknown:
         raise TypeError(f"unknown side tables: {', '.join(sorted(unknown))}")
     ctx = AuditContext(settings, reference_time_ms)
+    batches = _in_known_cluster(batches)
+    side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
     inputs = build_state(batches, side_tables, ctx, scratch)
     findings = evaluate_frames(inputs, ctx, scratch)
     summary = _with_finding_counts(inputs.partitions, findings)
@@ -142,6 +144,12 @@ def run_audit(
     )
 
 
+def _in_known_cluster(rows: DataFrame) -> DataFrame:
+    """Rows with a null `cluster_id` (written before the column existed) in the unknown cluster "", so that they
+    join as the partitions of one cluster."""
+    return rows.withColumn("cluster_id", F.coalesce(F.col("cluster_id"), F.lit("")))
+
+
 def _with_causes(inputs: AuditInputs) -> DataFrame:
     """The transactions with the cause, evidence and abort command of the open ones (null for the others)."""
     causes = inputs.transaction_causes.select(*TP_PID, "first_offset", *CAUSE_COLUMNS)
@@ -158,17 +166,15 @@ def _global_transactions(inputs: AuditInputs, batches: DataFrame) -> DataFrame:
 def _with_finding_counts(partitions: DataFrame, findings: DataFrame) -> DataFrame:
     """Attach the partition's finding counts by severity and by rule."""
     by_severity = (
-        findings.groupBy("topic", "partition", "severity")
+        findings.groupBy(*TP, "severity")
         .count()
-        .groupBy("topic", "partition")
+        .groupBy(*TP)
         .agg(F.map_from_entries(F.collect_list(F.struct("severity", "count"))).alias("findings_by_severity"))
     )
     by_rule = (
-        findings.groupBy("topic", "partition", "rule_code")
+        findings.groupBy(*TP, "rule_code")
         .count()
-        .groupBy("topic", "partition")
+        .groupBy(*TP)
         .agg(F.map_from_entries(F.collect_list(F.struct("rule_code", "count"))).alias("findings_by_rule"))
     )
-    return partitions.join(by_severity, on=["topic", "partition"], how="left").join(
-        by_rule, on=["topic", "partition"], how="left"
-    )
+    return partitions.join(by_severity, on=TP, how="left").join(by_rule, on=TP, how="left")

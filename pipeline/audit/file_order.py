@@ -22,7 +22,7 @@ from pipeline.audit.arrow_columns import NONE, group_starts, int64_values, key_a
 from schemas.batches import STATUS_LEGACY, STATUS_OK
 from schemas.replay import FILE_ORDER_COLUMNS
 
-REPLICA_KEY = ["topic", "partition", "broker_id"]
+REPLICA_KEY = ["cluster_id", "topic", "partition", "broker_id"]
 _TYPES = {field.name: field.type for field in to_arrow_schema(FILE_ORDER_COLUMNS)}
 
 

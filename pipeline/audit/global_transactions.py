@@ -5,7 +5,7 @@ decided type. Under TV0/1 one epoch may hold several transactions, so the marker
 assigned to the Prepare* records of (p, e) listing it by time: a marker belongs to the latest of them written
 at or before its timestamp (the earliest when all are later, as clock skew between brokers can make them),
 and a decision takes the first marker assigned to it. Under TV2 each epoch holds one transaction and the
-assignment is exact.
+assignment is exact. A coordinator's records name partitions of its own cluster: they are looked up there only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pipeline.audit.transaction_log import PREPARE_ABORT, PREPARE_COMMIT
 from schemas.batches import STATUS_OK
 from schemas.global_transactions import DECISION_ABORT, DECISION_COMMIT
 
-DECISION_KEY = ["coordinator_topic", "coordinator_partition", "prepare_offset"]
+DECISION_KEY = ["cluster_id", "coordinator_topic", "coordinator_partition", "prepare_offset"]
 
 
 def _count(condition: Column) -> Column:
@@ -33,6 +33,7 @@ def _decisions(records: DataFrame) -> DataFrame:
         records.withColumn("completed", F.lead("record_offset").over(later).isNotNull())
         .where(~F.col("is_tombstone") & F.col("state").isin(PREPARE_COMMIT, PREPARE_ABORT))
         .select(
+            "cluster_id",
             F.col("topic").alias("coordinator_topic"),
             F.col("partition").alias("coordinator_partition"),
             F.col("record_offset").alias("prepare_offset"),
@@ -56,6 +57,7 @@ def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
         & F.col("is_control")
         & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
     ).select(
+        "cluster_id",
         "producer_id",
         "producer_epoch",
         tp_name().alias("tp_name"),
@@ -68,10 +70,10 @@ def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
     assigned = (
         markers.join(
             decisions.select("producer_id", "producer_epoch", "tp_name", "prepare_timestamp", *DECISION_KEY),
-            on=["producer_id", "producer_epoch", "tp_name"],
+            on=["cluster_id", "producer_id", "producer_epoch", "tp_name"],
             how="inner",
         )
-        .groupBy("tp_name", "marker_offset", "control_type", "coordinator_epoch")
+        .groupBy("cluster_id", "tp_name", "marker_offset", "control_type", "coordinator_epoch")
         .agg(
             F.max(F.when(F.col("prepare_timestamp") <= F.col("marker_timestamp"), decision)).alias("_before"),
             F.min(decision).alias("_first"),
@@ -95,11 +97,11 @@ def build_global_transactions(records: DataFrame, batches: DataFrame) -> DataFra
     """`global_transactions` rows (without the run id) from the audited coordinator records and the audited
     replicas' batches (`transaction_log.audited_records`, the replay)."""
     decisions = _decisions(records)
-    audited = batches.select(tp_name().alias("tp_name")).distinct().withColumn("in_input", F.lit(True))
+    audited = batches.select("cluster_id", tp_name().alias("tp_name")).distinct().withColumn("in_input", F.lit(True))
     name = F.split("tp_name", "-")
     listed = (
         decisions.join(_assigned_markers(decisions, batches), on=[*DECISION_KEY, "tp_name"], how="left")
-        .join(audited, on="tp_name", how="left")
+        .join(audited, on=["cluster_id", "tp_name"], how="left")
         .select(
             "*",
             F.struct(
@@ -151,5 +153,6 @@ def build_global_transactions(records: DataFrame, batches: DataFrame) -> DataFra
                 "is_torn"
             ),
             F.col("coordinator_broker_id").alias("broker_id"),
+            "cluster_id",
         )
     )

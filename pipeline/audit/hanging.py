@@ -31,7 +31,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.cross_checks import latest_per_id, ongoing_partitions, tp_name
+from pipeline.audit.cross_checks import CLUSTER_PRODUCER, latest_per_id, ongoing_partitions, tp_name
 from pipeline.audit.cross_markers import latest_decisions
 from pipeline.audit.replay import TP, TP_PID
 from pipeline.audit.transaction_log import DEAD
@@ -73,11 +73,12 @@ def transaction_causes(open_txns: DataFrame, transactions: DataFrame, records: D
     else:
         rows = (
             rows.withColumn("tp_name", tp_name())
-            .join(latest_decisions(records), on=["producer_id", "tp_name"], how="left")
-            .join(_transactional_ids(records), on="producer_id", how="left")
-            .join(ongoing_partitions(records), on=["producer_id", "producer_epoch", "tp_name"], how="left")
-            .join(_expired_ids(records), on="producer_id", how="left")
-            .crossJoin(_coverage(records))
+            .join(latest_decisions(records), on=[*CLUSTER_PRODUCER, "tp_name"], how="left")
+            .join(_transactional_ids(records), on=CLUSTER_PRODUCER, how="left")
+            .join(ongoing_partitions(records), on=[*CLUSTER_PRODUCER, "producer_epoch", "tp_name"], how="left")
+            .join(_expired_ids(records), on=CLUSTER_PRODUCER, how="left")
+            .join(_coverage(records), on="cluster_id", how="left")
+            .fillna(0, subset=["coordinator_partitions"])
         )
     cause = _cause()
     return rows.select(
@@ -108,9 +109,9 @@ def _transactional_ids(records: DataFrame) -> DataFrame:
     ids = F.explode(F.array("producer_id", "previous_producer_id", "next_producer_id")).alias("producer_id")
     return (
         records.where(F.col("transactional_id").isNotNull())
-        .select(ids, "transactional_id")
+        .select("cluster_id", ids, "transactional_id")
         .where(F.col("producer_id") >= 0)
-        .groupBy("producer_id")
+        .groupBy(*CLUSTER_PRODUCER)
         .agg(F.array_join(F.sort_array(F.collect_set("transactional_id")), ",").alias("transactional_ids"))
     )
 
@@ -119,21 +120,23 @@ def _expired_ids(records: DataFrame) -> DataFrame:
     """Per producer id, a transactional id of it whose latest record is a tombstone or Dead (`expired`)."""
     ids_of_producer = (
         records.where((F.col("producer_id") >= 0) & F.col("transactional_id").isNotNull())
-        .select("producer_id", F.col("topic").alias("coordinator_topic"), "transactional_id")
+        .select(*CLUSTER_PRODUCER, F.col("topic").alias("coordinator_topic"), "transactional_id")
         .distinct()
     )
     gone = F.col("latest.is_tombstone") | (F.col("latest.state") == DEAD)
     return (
-        ids_of_producer.join(latest_per_id(records), on=["coordinator_topic", "transactional_id"], how="inner")
+        ids_of_producer.join(
+            latest_per_id(records), on=["cluster_id", "coordinator_topic", "transactional_id"], how="inner"
+        )
         .where(gone)
-        .groupBy("producer_id")
+        .groupBy(*CLUSTER_PRODUCER)
         .agg(F.min(F.struct("transactional_id", F.col("latest.record_offset").alias("record_offset"))).alias("expired"))
     )
 
 
 def _coverage(records: DataFrame) -> DataFrame:
-    """One row: how many `__transaction_state` partitions were read, and the time of their newest batch."""
-    return records.agg(
+    """Per cluster: how many `__transaction_state` partitions were read, and the time of their newest batch."""
+    return records.groupBy("cluster_id").agg(
         F.count_distinct(*TP).alias("coordinator_partitions"), F.max("batch_timestamp").alias("coordinator_until")
     )
 

@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 from pipeline.audit import producer_kernel as K
 from pipeline.audit.arrow_columns import NONE, flag_values, group_starts, int64_values, key_at
 
-GROUP_KEY = ["topic", "partition", "broker_id", "producer_id", "is_producer_row"]  # one producer's rows
+# one producer's rows
+GROUP_KEY = ["cluster_id", "topic", "partition", "broker_id", "producer_id", "is_producer_row"]
 HELD_ROWS = 20_000  # rows of one producer kept in memory while its version is unknown; more go to a file
 
 _LONG_COLUMNS = {

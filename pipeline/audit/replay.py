@@ -9,7 +9,7 @@ Two kinds of state are added, so that every rule afterwards reads plain columns 
   before appending it: fencing epoch, epoch run, the 5-batch duplicate window and sequence position, the open
   transaction, the coordinator epoch, the transaction version (pipeline.audit.producer_kernel).
 
-Shuffles: `prepare_batches` hash-partitions the batches by (topic, partition) once (the replica is chosen by an
+Shuffles: `prepare_batches` hash-partitions the batches by (cluster, topic, partition) once (the replica is chosen by an
 aggregate joined back by broadcast). Inside those partitions Spark sorts the rows into file order for one
 `mapInArrow` pass (pipeline.audit.file_order), then by producer for a second (pipeline.audit.producer_arrow).
 Both walk the sorted stream a record batch at a time with the state the previous batch left, so the whole
@@ -34,7 +34,9 @@ from pipeline.config import AuditSettings
 from schemas.batches import STATUS_OK
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 
-TP = ["topic", "partition"]
+# A partition: topic and partition number within one cluster (`batches.cluster_id`, "" when unknown). Clusters
+# share broker ids and topic names, so nothing of two clusters is ever compared or replayed together.
+TP = ["cluster_id", "topic", "partition"]
 TP_PID = [*TP, "producer_id"]
 PRODUCER = [*TP_PID, "is_producer_row"]  # the rows of one producer's state
 REPLICA = [*TP, "broker_id"]
@@ -52,7 +54,7 @@ def topic_matches(patterns: list[str]) -> Column:
 
 
 def prepare_batches(batches: DataFrame, settings: AuditSettings) -> DataFrame:
-    """The one exchange: the audited replica's batches clustered by (topic, partition), with topic kinds and
+    """The one exchange: the audited replica's batches clustered by partition (`TP`), with topic kinds and
     the replica's facts (first and last segment, newest timestamp)."""
     batches = batches.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
     facts = F.broadcast(replica_facts(batches, settings.replica_choice))

@@ -364,7 +364,7 @@ def LATEST_COORDINATOR_RECORDS(inputs: AuditInputs, ctx: AuditContext) -> DataFr
     reference_time_ms = ctx.reference_time_ms
     reference = F.lit(reference_time_ms).cast("long") if reference_time_ms is not None else newest
     # One cluster has one __transaction_state topic, whose partitions together map ids to producer ids.
-    sharing = Window.partitionBy("topic", F.when(_live(), F.col("producer_id")))
+    sharing = Window.partitionBy("cluster_id", "topic", F.when(_live(), F.col("producer_id")))
     return (
         records.where(F.col("transactional_id").isNotNull())
         .withColumn("reference_time_ms", reference)

@@ -287,9 +287,7 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
     )
     end_timestamp = F.coalesce(F.col("marker_timestamp"), F.col("last_data_timestamp"))
     return grouped.select(
-        "topic",
-        "partition",
-        "producer_id",
+        *TP_PID,
         F.coalesce("data_epoch", "marker_epoch").alias("producer_epoch"),
         "first_offset",
         "last_offset",
@@ -310,8 +308,8 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
 
 
 def build_producer_state(replayed: DataFrame) -> DataFrame:
-    """State per (topic, partition, producer id) after the last batch, as describe-producers reports it: the last
-    sequence is -1 once a marker that changed the epoch cleared the batch window (`window_cleared`)."""
+    """State per (cluster, topic, partition, producer id) after the last batch, as describe-producers reports it:
+    the last sequence is -1 once a marker that changed the epoch cleared the batch window (`window_cleared`)."""
     order = F.col("base_offset")
     accepted_data = F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
     last_group_open = F.max_by(

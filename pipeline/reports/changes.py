@@ -2,7 +2,7 @@
 
 The previous run's findings are read with Delta time travel, at the `findings` version that run published
 (pipeline.tables.publication), so a later run that replaced its rows does not hide them. A finding is the
-same in both runs when its rule, severity, place (topic, partition, broker, offsets) and producer are; the
+same in both runs when its rule, severity, place (cluster, topic, partition, broker, offsets) and producer are; the
 message and the segment path are left out, since a log root moved elsewhere must not make every finding new.
 The diff is a Spark join; only counts per rule and the first examples reach the driver.
 """
@@ -28,6 +28,7 @@ IDENTITY = (
     "topic",
     "partition",
     "broker_id",
+    "cluster_id",
     "producer_id",
     "producer_epoch",
     "base_offset",

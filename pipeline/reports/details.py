@@ -23,7 +23,7 @@ HANGING_RULE = "LSO-002"  # its findings name the open transactions a healthy co
 # Decade buckets of transaction durations: bucket i holds [10^(i-1), 10^i) ms, bucket 0 holds 0 ms.
 DURATION_BUCKETS = ("0 ms", "1-9 ms", "10-99 ms", "0.1-1 s", "1-10 s", "10-100 s", "100-1000 s", ">= 1000 s")
 TIMELINE_BINS = 40
-TP = ["topic", "partition", "broker_id"]
+TP = ["cluster_id", "topic", "partition", "broker_id"]
 
 
 def build_details(
@@ -158,10 +158,10 @@ def timeline_section(batches: DataFrame, findings: DataFrame, bins: int = TIMELI
 
     first_of_epoch = (
         timed.where(F.col("producer_id") >= 0)
-        .groupBy("topic", "partition", "producer_id", "producer_epoch")
+        .groupBy("cluster_id", "topic", "partition", "producer_id", "producer_epoch")
         .agg(F.min("max_timestamp").alias("seen_at"))
     )
-    lowest_first = Window.partitionBy("topic", "partition", "producer_id").orderBy("producer_epoch")
+    lowest_first = Window.partitionBy("cluster_id", "topic", "partition", "producer_id").orderBy("producer_epoch")
     bumps = (
         first_of_epoch.withColumn("nth", F.row_number().over(lowest_first))
         .where(F.col("nth") > 1)
@@ -169,9 +169,10 @@ def timeline_section(batches: DataFrame, findings: DataFrame, bins: int = TIMELI
         .count()
         .collect()
     )
-    batch_times = timed.groupBy("topic", "partition", "base_offset").agg(F.min("max_timestamp").alias("at"))
+    batch = ["cluster_id", "topic", "partition", "base_offset"]
+    batch_times = timed.groupBy(*batch).agg(F.min("max_timestamp").alias("at"))
     placed = (
-        findings.join(batch_times, on=["topic", "partition", "base_offset"], how="left")
+        findings.join(batch_times, on=batch, how="left")
         .groupBy(F.when(F.col("at").isNotNull(), bin_of(F.col("at"))).alias("bin"), "severity")
         .count()
         .collect()

@@ -30,7 +30,17 @@ def write_findings_jsonl(findings: DataFrame, warehouse: str, run_id: str) -> st
     worst_first = F.array_position(F.array(*[F.lit(s) for s in SEVERITIES]), F.col("severity")).desc()
     (
         findings.select(*FIELDS)
-        .orderBy(worst_first, "topic", "partition", "broker_id", "base_offset", "position", "rule_code", "message")
+        .orderBy(
+            worst_first,
+            "topic",
+            "partition",
+            "broker_id",
+            "base_offset",
+            "position",
+            "rule_code",
+            "message",
+            "cluster_id",
+        )
         .coalesce(1)
         .write.mode("overwrite")
         .option("ignoreNullFields", "false")

@@ -7,11 +7,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 
-def place(row: Mapping[str, Any]) -> str:
-    """topic-partition @broker, leaving out what the row does not know."""
+def place(row: Mapping[str, Any], clusters: int = 1) -> str:
+    """topic-partition @broker, leaving out what the row does not know, and its cluster when the run audited
+    several (`clusters`)."""
     partition, broker = row.get("partition"), row.get("broker_id")
     where = row["topic"] if partition is None else f"{row['topic']}-{partition}"
-    return where if broker is None else f"{where} @{broker}"
+    where = where if broker is None else f"{where} @{broker}"
+    return f"{where} in {cluster_name(row.get('cluster_id'))}" if clusters > 1 else where
+
+
+def cluster_name(cluster_id: str | None) -> str:
+    """How a report names a cluster: its id, or that it is unknown (inputs that named none)."""
+    return f"cluster {cluster_id}" if cluster_id else "an unknown cluster"
 
 
 def offsets(row: Mapping[str, Any]) -> str | None:

@@ -29,10 +29,20 @@ import schemas
 
 IGNORED_COLUMNS = ("run_id",)  # differs on every run by design
 KEYS = {
-    "findings": ["rule_code", "topic", "partition", "broker_id", "producer_id", "base_offset", "segment", "position"],
-    "transactions": ["topic", "partition", "broker_id", "producer_id", "producer_epoch", "first_offset"],
-    "producer_state": ["topic", "partition", "broker_id", "producer_id"],
-    "partition_summary": ["topic", "partition", "broker_id"],
+    "findings": [
+        "rule_code",
+        "cluster_id",
+        "topic",
+        "partition",
+        "broker_id",
+        "producer_id",
+        "base_offset",
+        "segment",
+        "position",
+    ],
+    "transactions": ["cluster_id", "topic", "partition", "broker_id", "producer_id", "producer_epoch", "first_offset"],
+    "producer_state": ["cluster_id", "topic", "partition", "broker_id", "producer_id"],
+    "partition_summary": ["cluster_id", "topic", "partition", "broker_id"],
 }
 COMPARED_TABLES = tuple(KEYS)
 

@@ -75,7 +75,7 @@ def render_html(summary: Mapping[str, Any], details: Mapping[str, Any], changes:
             "<nav>" + "".join(f'<a href="#{key}">{title}</a>' for key, title in SECTIONS) + "</nav>",
             "<main>",
             _changes(changes),
-            _findings(summary["findings"]),
+            _findings(summary["findings"], summary["partitions"]["clusters"]),
             _transactions(summary["transactions"], details["durations"]),
             _stability(details["lso"], details["open_transactions"]),
             _producers(details["producers"]),
@@ -175,7 +175,7 @@ def _changes(changes: Mapping[str, Any]) -> str:
     return _section("changes", parts)
 
 
-def _findings(findings: Mapping[str, Any]) -> str:
+def _findings(findings: Mapping[str, Any], clusters: int) -> str:
     parts = [_heading("findings"), f"<p>{findings['total']:,} findings in all.</p>"]
     parts.append(
         '<div class="grid">'
@@ -201,7 +201,7 @@ def _findings(findings: Mapping[str, Any]) -> str:
             [
                 Safe(_severity(f["severity"])),
                 f["rule_code"],
-                place(f),
+                place(f, clusters),
                 offsets(f),
                 producer(f),
                 Safe(f"{_e(f['message'])}{_evidence(f.get('evidence'), f.get('segment'), f.get('position'))}"),

@@ -24,6 +24,7 @@ def render_markdown(summary: Mapping[str, Any], details: Mapping[str, Any], chan
     run, findings = summary["run"], summary["findings"]
     partitions, transactions = summary["partitions"], summary["transactions"]
     open_transactions, lso = details["open_transactions"], details["lso"]
+    clusters = partitions["clusters"]
     lines = [
         f"# produce-audit run {escape(run['id'])}",
         "",
@@ -47,7 +48,7 @@ def render_markdown(summary: Mapping[str, Any], details: Mapping[str, Any], chan
         lines += ["### By rule", "", *_table(["rule", "name", "severities", "findings"], rows), ""]
     if findings["top"]:
         rows = [
-            [f["severity"], f["rule_code"], place(f), offsets(f), producer(f), _shorten(f["message"])]
+            [f["severity"], f["rule_code"], place(f, clusters), offsets(f), producer(f), _shorten(f["message"])]
             for f in findings["top"]
         ]
         lines += [
@@ -68,7 +69,7 @@ def render_markdown(summary: Mapping[str, Any], details: Mapping[str, Any], chan
     if open_transactions["listed"]:
         rows = [
             [
-                place(t),
+                place(t, clusters),
                 producer(t),
                 t["first_offset"],
                 utc(t["end_timestamp"]),

@@ -17,12 +17,14 @@ from pyspark.sql import functions as F
 
 import schemas
 from pipeline.audit.registry import RULES, SEVERITIES
-from pipeline.reports.formatting import unknown_dump_lines_note
+from pipeline.reports.formatting import cluster_name, unknown_dump_lines_note
 from pipeline.tables.files import filesystem
 from pipeline.tables.store import TableStore
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
 
-SCHEMA_VERSION = 2  # raised whenever a key is added, renamed or removed; 2: format_version became schema_version
+# Raised whenever a key is added, renamed or removed; 2: format_version became schema_version; 3: the cluster of
+# top findings and open partitions, and the number of clusters (`partitions.clusters`).
+SCHEMA_VERSION = 3
 OUTCOMES = (OUTCOME_COMMITTED, OUTCOME_ABORTED, OUTCOME_OPEN, OUTCOME_EMPTY)
 
 TOP_FINDING_FIELDS = (
@@ -36,6 +38,7 @@ TOP_FINDING_FIELDS = (
     "producer_id",
     "producer_epoch",
     "broker_id",
+    "cluster_id",
     "segment",
     "position",
     "message",
@@ -45,6 +48,7 @@ OPEN_PARTITION_FIELDS = (
     "topic",
     "partition",
     "broker_id",
+    "cluster_id",
     "open_transactions",
     "hanging_transactions",
     "first_unstable_offset",
@@ -110,6 +114,7 @@ def _findings_section(findings: DataFrame, top_n: int) -> dict[str, Any]:
             F.col("rule_code").asc(),
             F.col("producer_id").asc_nulls_last(),
             F.col("message").asc(),
+            F.col("cluster_id").asc_nulls_last(),
         )
         .select(*TOP_FINDING_FIELDS)
         .limit(top_n)
@@ -134,6 +139,7 @@ def _partitions_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:
     is_open = (F.col("open_transactions") > 0) | (F.col("hanging_transactions") > 0)
     totals = partitions.agg(
         F.count(F.lit(1)).alias("partitions"),
+        F.count_distinct("cluster_id").alias("clusters"),
         F.coalesce(F.sum("batch_count"), F.lit(0)).alias("batches"),
         F.coalesce(F.sum("record_count"), F.lit(0)).alias("records"),
         F.coalesce(F.sum("aborted_records"), F.lit(0)).alias("aborted_records"),
@@ -148,6 +154,7 @@ def _partitions_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:
             F.col("topic").asc(),
             F.col("partition").asc(),
             F.col("broker_id").asc_nulls_last(),
+            F.col("cluster_id").asc_nulls_last(),
         )
         .select(*OPEN_PARTITION_FIELDS)
         .limit(top_n)
@@ -200,11 +207,15 @@ def render_text(summary: dict[str, Any]) -> str:
             for code, entry in sorted(findings["by_rule"].items())
         ]
         lines += ["", "Findings by rule", *_table(("RULE", "NAME", "SEVERITIES", "COUNT"), rule_rows)]
+    # The cluster is shown when the run audited several: in one cluster it says nothing.
+    cluster = (lambda row: (_cluster(row),)) if partitions["clusters"] > 1 else (lambda row: ())
+    cluster_header = ("CLUSTER",) if partitions["clusters"] > 1 else ()
     if findings["top"]:
         top_rows = [
             (
                 f["severity"],
                 f["rule_code"],
+                *cluster(f),
                 f["topic"],
                 f["partition"],
                 _offsets(f["base_offset"], f["last_offset"]),
@@ -216,7 +227,10 @@ def render_text(summary: dict[str, Any]) -> str:
         lines += [
             "",
             f"Top findings ({len(findings['top'])} of {findings['total']:,})",
-            *_table(("SEVERITY", "RULE", "TOPIC", "PARTITION", "OFFSETS", "PRODUCER:EPOCH", "MESSAGE"), top_rows),
+            *_table(
+                ("SEVERITY", "RULE", *cluster_header, "TOPIC", "PARTITION", "OFFSETS", "PRODUCER:EPOCH", "MESSAGE"),
+                top_rows,
+            ),
         ]
     transactions = summary["transactions"]
     lines += [
@@ -230,6 +244,7 @@ def render_text(summary: dict[str, Any]) -> str:
     if partitions["open"]:
         open_rows = [
             (
+                *cluster(p),
                 p["topic"],
                 p["partition"],
                 p["open_transactions"],
@@ -239,8 +254,13 @@ def render_text(summary: dict[str, Any]) -> str:
             )
             for p in partitions["open"]
         ]
-        lines += _table(("TOPIC", "PARTITION", "OPEN", "HANGING", "FIRST UNSTABLE", "LAST STABLE"), open_rows)
+        headers = (*cluster_header, "TOPIC", "PARTITION", "OPEN", "HANGING", "FIRST UNSTABLE", "LAST STABLE")
+        lines += _table(headers, open_rows)
     return "\n".join(lines)
+
+
+def _cluster(row: Mapping[str, Any]) -> str:
+    return cluster_name(row.get("cluster_id"))
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:

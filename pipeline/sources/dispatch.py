@@ -1,7 +1,8 @@
 """One entry point for every kind of input: Kafka log directories, dump text and columnar exports.
 
 Each reader gets its inputs from the run's input plan (`input_plan.plan_inputs`), so nothing is listed or
-classified here.
+classified here. Rows of log dirs carry the cluster their listing gave them; rows of inputs that name no cluster
+(dump text, a columnar export without a `cluster_id`) get `ingest.cluster_id` here.
 """
 
 from __future__ import annotations
@@ -46,12 +47,21 @@ def read_inputs(
         to_decode = plan.log_roots.segments if segments is None else segments
         frames.append(read_segments(spark, plan.segment_roots, settings, to_decode))
     if plan.dump_files:
-        frames.append(read_dumplog(spark, plan.dump_files, settings))
+        frames.append(in_cluster(read_dumplog(spark, plan.dump_files, settings), settings))
     if plan.columnar_paths:
-        frames.append(read_columnar(spark, plan.columnar_paths))
+        frames.append(in_cluster(read_columnar(spark, plan.columnar_paths), settings))
     if not frames:
         raise InputError("(none)", f"no input given; {ACCEPTED}")
     return reduce(DataFrame.unionByName, frames)
+
+
+def in_cluster(rows: DataFrame, settings: Settings) -> DataFrame:
+    """`rows` with `cluster_id` set to `ingest.cluster_id` where the input named no cluster; the column stays
+    nullable, as in the table schemas (a coalesce would make it not)."""
+    cluster_id = F.col("cluster_id")
+    return rows.withColumn(
+        "cluster_id", F.when(cluster_id.isNull(), F.lit(settings.ingest.cluster_id)).otherwise(cluster_id)
+    )
 
 
 def read_partition_inputs(spark: SparkSession, plan: InputPlan, settings: Settings) -> PartitionFiles | None:
@@ -69,8 +79,10 @@ def read_partition_inputs(spark: SparkSession, plan: InputPlan, settings: Settin
     if not plan.dump_files:
         return files
     skip = settings.ingest.skip_dir_suffixes
-    dumped_index = txn_index_from_dumplog(read_dumplog_txn_index(spark, plan.dump_files, skip))
-    dumped_snapshots = snapshots_from_dumplog(read_dumplog_snapshots(spark, plan.dump_files, skip))
+    dumped_index = in_cluster(txn_index_from_dumplog(read_dumplog_txn_index(spark, plan.dump_files, skip)), settings)
+    dumped_snapshots = in_cluster(
+        snapshots_from_dumplog(read_dumplog_snapshots(spark, plan.dump_files, skip)), settings
+    )
     return replace(
         files,
         txn_index=files.txn_index.unionByName(dumped_index),
@@ -99,8 +111,10 @@ def read_internal_topic_inputs(spark: SparkSession, plan: InputPlan, settings: S
         transaction_logs.append(transaction_log)
         offset_commit_records.append(records)
     if plan.dump_files:
-        transaction_logs.append(read_dumplog_transaction_log(spark, plan.dump_files, settings))
-        offset_commit_records.append(read_dumplog_offset_commit_records(spark, plan.dump_files, settings))
+        transaction_logs.append(in_cluster(read_dumplog_transaction_log(spark, plan.dump_files, settings), settings))
+        offset_commit_records.append(
+            in_cluster(read_dumplog_offset_commit_records(spark, plan.dump_files, settings), settings)
+        )
     if not transaction_logs:
         return None
     return InternalTopicInputs(

@@ -5,7 +5,7 @@ open it with (`filesystems.resolve`), so local paths and URIs such as s3:// or s
 of a log-dir input is kept in the plan (`log_roots`) and handed to every reader of log dirs, which then list
 nothing themselves: on an object store each listing is paid for and takes minutes on a large log root. The plan
 holds file names, sizes and modification times; no file content is read here but a log dir's `meta.properties`
-(its broker id, read once).
+(its broker and cluster id, read once).
 """
 
 from __future__ import annotations
@@ -137,7 +137,9 @@ def _classify_directory(
         *dirs, name = relative.split("/")
         if SEGMENT_FILE.fullmatch(name) and PARTITION_DIR.fullmatch(dirs[-1] if dirs else root_name):
             # Kafka data: the log-dir readers take the whole directory, as listed here.
-            found.listings.append(listing_of(path, filesystem, base, entries, ingest.skip_dir_suffixes, found.skipped))
+            found.listings.append(
+                listing_of(path, filesystem, base, entries, ingest.skip_dir_suffixes, found.skipped, ingest.cluster_id)
+            )
             return
         if _is_hidden(relative):
             continue

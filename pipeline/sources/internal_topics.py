@@ -468,6 +468,7 @@ def range_rows(
         "source_file": segment.location,
         "source_format": SOURCE_FORMAT,
         "broker_id": segment.broker_id,
+        "cluster_id": segment.cluster_id,
     }
     position = segment.start
     try:

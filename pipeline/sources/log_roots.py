@@ -1,9 +1,9 @@
-"""Log-dir inputs as the driver lists them: their files, the `.log` segments among them and the broker ids.
+"""Log-dir inputs as the driver lists them: their files, the `.log` segments among them and the brokers holding them.
 
 A root is listed once per run (on an object store every listing is paid for and slow) and the listing is handed to
 every reader of log dirs: the segment decoder, the readers of the files beside the segments and of the coordinator
 topics, and the incremental ingest. It holds names, sizes and modification times; the only content read is a log
-dir's `meta.properties`, once, for its broker id.
+dir's `meta.properties`, once, for its broker id and cluster id.
 """
 
 from __future__ import annotations
@@ -48,6 +48,16 @@ class SegmentFile:
     start: int = 0
     end: int | None = None
     mtime_ns: int | None = None
+    cluster_id: str = ""  # the log dir's cluster (`LogDirIdentity`)
+
+
+@dataclass(frozen=True)
+class LogDirIdentity:
+    """The broker holding a log dir, from its `meta.properties`: the broker id (None when the file names none) and
+    the cluster id, which is the run's `ingest.cluster_id` when the file names none ("" when that is unset)."""
+
+    broker_id: int | None
+    cluster_id: str
 
 
 @dataclass(frozen=True)
@@ -66,16 +76,21 @@ class RootListing:
     location: str  # the root as file locations start: a URI root keeps its scheme
     files: dict[str, int]  # path relative to the root -> size, sorted
     mtimes_ns: dict[str, int | None]  # path relative to the root -> modification time, if the filesystem has one
-    _broker_ids: dict[str, int | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+    cluster_id: str  # the cluster of a log dir whose meta.properties names none (`ingest.cluster_id`)
+    _identities: dict[str, LogDirIdentity] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def location_of(self, relative: str) -> str:
         return _join(self.location, relative)
 
-    def broker_id(self, log_dir: str) -> int | None:
-        """The broker id of a log dir given relative to the root, ".." being the root's parent; read once."""
-        if log_dir not in self._broker_ids:
-            self._broker_ids[log_dir] = _broker_id(self.filesystem, self.base, self.location, log_dir, self.files)
-        return self._broker_ids[log_dir]
+    def identity(self, log_dir: str) -> LogDirIdentity:
+        """Broker and cluster id of a log dir given relative to the root, ".." being the root's parent; read once."""
+        if log_dir not in self._identities:
+            properties = _meta_properties(self.filesystem, self.base, log_dir, self.files)
+            where = self.location_of(f"{log_dir}/{META_PROPERTIES}" if log_dir else META_PROPERTIES)
+            self._identities[log_dir] = LogDirIdentity(
+                _broker_id(properties, where), properties.get("cluster.id") or self.cluster_id
+            )
+        return self._identities[log_dir]
 
 
 @dataclass(frozen=True)
@@ -96,7 +111,8 @@ def discover_segments(roots: list[str], ingest: IngestSettings) -> Discovery:
     missing or holds no segment file raises InputError.
     """
     skipped: list[SkippedDir] = []
-    return segments_of([list_root(root, ingest.skip_dir_suffixes, skipped) for root in roots], skipped)
+    listings = [list_root(root, ingest.skip_dir_suffixes, skipped, ingest.cluster_id) for root in roots]
+    return segments_of(listings, skipped)
 
 
 def segments_of(listings: list[RootListing], skipped: list[SkippedDir]) -> Discovery:
@@ -111,7 +127,7 @@ def segments_of(listings: list[RootListing], skipped: list[SkippedDir]) -> Disco
     return Discovery(listings, list(unique.values()), skipped)
 
 
-def list_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) -> RootListing:
+def list_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir], cluster_id: str = "") -> RootListing:
     """One recursive listing of a log root, leaving out (and reporting in `skipped`) dirs with a skip suffix.
 
     Raises InputError if the root is missing or not a directory.
@@ -124,7 +140,7 @@ def list_root(root: str, skip_suffixes: list[str], skipped: list[SkippedDir]) ->
         raise InputError(root, "log root is not a directory")
     base = path.rstrip("/")
     entries = filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
-    return listing_of(root, filesystem, base, entries, skip_suffixes, skipped)
+    return listing_of(root, filesystem, base, entries, skip_suffixes, skipped, cluster_id)
 
 
 def listing_of(
@@ -134,8 +150,11 @@ def listing_of(
     entries: list[pafs.FileInfo],
     skip_suffixes: list[str],
     skipped: list[SkippedDir],
+    cluster_id: str = "",
 ) -> RootListing:
-    """The listing of a root from the entries of its recursive listing, made by whoever listed it first."""
+    """The listing of a root from the entries of its recursive listing, made by whoever listed it first.
+
+    `cluster_id` is the cluster of the log dirs whose meta.properties names none."""
     location = root if uri_scheme(root) else base
     files = _kept_files(entries, base, location, skip_suffixes, skipped)
     return RootListing(
@@ -145,6 +164,7 @@ def listing_of(
         location,
         {relative: info.size for relative, info in files.items()},
         {relative: info.mtime_ns for relative, info in files.items()},
+        cluster_id,
     )
 
 
@@ -152,7 +172,7 @@ def _listed_segments(listing: RootListing) -> list[SegmentFile]:
     """The segments of a root: every `<20 digits>.log` whose parent is `<topic>-<partition>`.
 
     The root may be a partition dir, a broker log dir, or any directory above them. The log dir of a
-    partition is its parent; its `meta.properties`, when there is one, gives the broker id.
+    partition is its parent; its `meta.properties`, when there is one, gives the broker and cluster id.
     """
     segments: list[SegmentFile] = []
     for relative, size in listing.files.items():
@@ -165,15 +185,17 @@ def _listed_segments(listing: RootListing) -> list[SegmentFile]:
         if partition is None:
             log.debug("ignoring %s: its directory is not named <topic>-<partition>", listing.location_of(relative))
             continue
+        identity = listing.identity("/".join(dirs[:-1]) if dirs else "..")
         segments.append(
             SegmentFile(
                 location=listing.location_of(relative),
                 topic=partition["topic"],
                 partition=int(partition["partition"]),
-                broker_id=listing.broker_id("/".join(dirs[:-1]) if dirs else ".."),
+                broker_id=identity.broker_id,
                 segment_base_offset=int(segment["base_offset"]),
                 size=size,
                 mtime_ns=listing.mtimes_ns[relative],
+                cluster_id=identity.cluster_id,
             )
         )
     return segments
@@ -202,10 +224,9 @@ def _kept_files(
     return dict(sorted(files.items()))
 
 
-def _broker_id(
-    filesystem: pafs.FileSystem, base: str, location: str, log_dir: str, files: dict[str, int]
-) -> int | None:
-    """`node.id` (KRaft) or `broker.id` (ZooKeeper mode) from the log dir's meta.properties, if it has one.
+def _meta_properties(filesystem: pafs.FileSystem, base: str, log_dir: str, files: dict[str, int]) -> dict[str, str]:
+    """The properties of a log dir's meta.properties ({} without the file); meta.properties before Kafka 0.10.1
+    has no `cluster.id`.
 
     `log_dir` is relative to the root; ".." is the root's parent, for a root that is a partition dir.
     """
@@ -213,20 +234,24 @@ def _broker_id(
     if log_dir == "..":
         fs_path = f"{base.rsplit('/', 1)[0]}/{META_PROPERTIES}"
         if filesystem.get_file_info(fs_path).type != pafs.FileType.File:
-            return None
+            return {}
     elif relative in files:
         fs_path = f"{base}/{relative}"
     else:
-        return None
+        return {}
     with filesystem.open_input_stream(fs_path) as stream:
         text = stream.read(_META_PROPERTIES_MAX_BYTES).decode("utf-8", errors="replace")
-    properties = dict(_PROPERTY_LINE.findall(text))
+    return dict(_PROPERTY_LINE.findall(text))
+
+
+def _broker_id(properties: dict[str, str], where: str) -> int | None:
+    """`node.id` (KRaft) or `broker.id` (ZooKeeper mode)."""
     for key in ("node.id", "broker.id"):
         value = properties.get(key)
         if value is not None:
             if value.lstrip("-").isdigit():
                 return int(value)
-            log.warning("%s: %s=%r is not an integer", _join(location, relative), key, value)
+            log.warning("%s: %s=%r is not an integer", where, key, value)
     return None
 
 

@@ -115,6 +115,7 @@ def _payload_table(rows: list[dict], window: memoryview, window_start: int, segm
         partition=[segment.partition] * count,
         source_file=[segment.location] * count,
         broker_id=[segment.broker_id] * count,
+        cluster_id=[segment.cluster_id] * count,
     )
     return pa.Table.from_pydict(columns, schema=_ARROW_PAYLOADS)
 

@@ -41,6 +41,7 @@ SEGMENT_DESCRIPTOR = T.StructType(
         T.StructField("start", T.LongType(), False),
         T.StructField("end", T.LongType(), True),
         T.StructField("mtime_ns", T.LongType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -150,6 +151,7 @@ def _with_provenance(table: pa.Table, segment: SegmentFile) -> pa.Table:
         "source_file": pa.repeat(pa.scalar(segment.location, pa.string()), rows),
         "source_format": pa.repeat(pa.scalar(SOURCE_FORMAT, pa.string()), rows),
         "broker_id": pa.repeat(pa.scalar(segment.broker_id, pa.int32()), rows),
+        "cluster_id": pa.repeat(pa.scalar(segment.cluster_id, pa.string()), rows),
     }
     arrays = [provenance[name] if name in provenance else table[name] for name in _ARROW_BATCHES.names]
     return pa.Table.from_arrays(arrays, schema=_ARROW_BATCHES)

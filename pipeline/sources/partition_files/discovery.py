@@ -13,7 +13,7 @@ from typing import Any
 from pyarrow import fs as pafs
 
 from pipeline.sources.log_dir_names import META_PROPERTIES, PARTITION_DIR
-from pipeline.sources.log_roots import RootListing
+from pipeline.sources.log_roots import LogDirIdentity, RootListing
 from pipeline.sources.partition_files.entries import (
     LEADER_EPOCH_CHECKPOINT,
     OFFSET_INDEX_SUFFIX,
@@ -90,7 +90,17 @@ def _root_files(listing: RootListing, problems: dict[str, dict[str, Any]]) -> It
             for kind in CHECKPOINT_KINDS:
                 if kind in names:
                     location = listing.location_of(prefix + kind)
-                    yield FileDescriptor(location, kind, None, None, listing.broker_id(directory), None, names[kind])
+                    identity = listing.identity(directory)
+                    yield FileDescriptor(
+                        location,
+                        kind,
+                        None,
+                        None,
+                        identity.broker_id,
+                        None,
+                        names[kind],
+                        cluster_id=identity.cluster_id,
+                    )
             continue
         root_is_partition_dir = root_is_partition_dir or not directory
         log_dir = directory.rpartition("/")[0] if directory else ".."
@@ -100,11 +110,11 @@ def _root_files(listing: RootListing, problems: dict[str, dict[str, Any]]) -> It
             names,
             partition["topic"],
             int(partition["partition"]),
-            listing.broker_id(log_dir),
+            listing.identity(log_dir),
             problems,
         )
     if root_is_partition_dir:
-        yield from _parent_checkpoints(listing, listing.broker_id(".."))
+        yield from _parent_checkpoints(listing, listing.identity(".."))
 
 
 def _partition_dir_files(
@@ -113,19 +123,20 @@ def _partition_dir_files(
     names: dict[str, int],
     topic: str,
     partition: int,
-    broker_id: int | None,
+    identity: LogDirIdentity,
     problems: dict[str, dict[str, Any]],
 ) -> Iterator[FileDescriptor]:
+    broker_id, cluster_id = identity.broker_id, identity.cluster_id
     for name, size in names.items():
         location = listing.location_of(prefix + name)
         problem = naming_problem(name)
         if problem is not None:
             problems[location] = problem_row(
-                PROBLEM_FILE_NAME, topic, partition, location, None, f"{name}: {problem}", broker_id
+                PROBLEM_FILE_NAME, topic, partition, location, None, f"{name}: {problem}", broker_id, cluster_id
             )
             continue
         if name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE):
-            yield FileDescriptor(location, name, topic, partition, broker_id, None, size)
+            yield FileDescriptor(location, name, topic, partition, broker_id, None, size, cluster_id=cluster_id)
             continue
         family = _SEGMENT_FAMILY.match(name)
         if family is None or family["suffix"] == "log":
@@ -146,14 +157,24 @@ def _partition_dir_files(
                 if suffix == TIME_INDEX_SUFFIX and offset_index_name in names
                 else None
             ),
+            cluster_id=cluster_id,
         )
 
 
-def _parent_checkpoints(listing: RootListing, broker_id: int | None) -> Iterator[FileDescriptor]:
+def _parent_checkpoints(listing: RootListing, identity: LogDirIdentity) -> Iterator[FileDescriptor]:
     """The offset checkpoints of the log dir above a partition-dir root, which the listing does not reach."""
     parent_path = listing.base.rpartition("/")[0]
     parent_location = listing.location.rstrip("/").rpartition("/")[0]
     infos = listing.filesystem.get_file_info([f"{parent_path}/{kind}" for kind in CHECKPOINT_KINDS])
     for kind, info in zip(CHECKPOINT_KINDS, infos, strict=True):
         if info.type == pafs.FileType.File:
-            yield FileDescriptor(f"{parent_location}/{kind}", kind, None, None, broker_id, None, info.size)
+            yield FileDescriptor(
+                f"{parent_location}/{kind}",
+                kind,
+                None,
+                None,
+                identity.broker_id,
+                None,
+                info.size,
+                cluster_id=identity.cluster_id,
+            )

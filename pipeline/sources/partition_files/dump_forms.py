@@ -52,6 +52,7 @@ def _txn_index_row_from_dump(entry: dict[str, Any]) -> dict[str, Any]:
         "entry_status": STATUS_OK,
         "source_format": DUMPLOG_FORMAT,
         "broker_id": None,
+        "cluster_id": None,
     }
 
 
@@ -64,6 +65,7 @@ def _snapshot_row_from_dump(entry: dict[str, Any]) -> dict[str, Any]:
         "file_note": None,
         "source_format": DUMPLOG_FORMAT,
         "broker_id": None,
+        "cluster_id": None,
     }
     if entry["producer_id"] is None:  # a snapshot without entries
         return {**entry, **common}

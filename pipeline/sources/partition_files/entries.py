@@ -48,6 +48,7 @@ class FileDescriptor:
     size: int
     log_location: str | None = None  # `.index`/`.timeindex`: the segment they index, if it exists
     offset_index_location: str | None = None  # `.timeindex`: the segment's `.index`, to start lookups from
+    cluster_id: str = ""  # the log dir's cluster (`log_roots.LogDirIdentity`); None for dump text
 
 
 class FormatProblem(NamedTuple):
@@ -77,6 +78,7 @@ def problem_row(
     position: int | None,
     message: str,
     broker_id: int | None,
+    cluster_id: str,
 ) -> dict[str, Any]:
     """A `file_problems` row: what was seen, in which file and where."""
     return {
@@ -87,4 +89,5 @@ def problem_row(
         "position": position,
         "message": message,
         "broker_id": broker_id,
+        "cluster_id": cluster_id,
     }

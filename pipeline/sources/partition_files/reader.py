@@ -80,6 +80,7 @@ FILE_DESCRIPTOR = T.StructType(
         T.StructField("size", T.LongType(), False),
         T.StructField("log_location", T.StringType(), True),
         T.StructField("offset_index_location", T.StringType(), True),
+        T.StructField("cluster_id", T.StringType(), True),
     ]
 )
 
@@ -185,6 +186,7 @@ def _table_problems(problem_rows: DataFrame, kind: str, message: Column) -> Data
         F.lit(None).cast(T.LongType()).alias("position"),
         message.alias("message"),
         "broker_id",
+        "cluster_id",
     )
 
 
@@ -258,6 +260,7 @@ def txn_index_batches_of(file: FileDescriptor, arrow_schema: pa.Schema) -> Itera
         "source_file": file.location,
         "source_format": SEGMENT_FORMAT,
         "broker_id": file.broker_id,
+        "cluster_id": file.cluster_id,
     }
     decoded = 0
     try:
@@ -280,6 +283,7 @@ def snapshot_batches_of(file: FileDescriptor, arrow_schema: pa.Schema) -> Iterat
         "source_file": file.location,
         "source_format": SEGMENT_FORMAT,
         "broker_id": file.broker_id,
+        "cluster_id": file.cluster_id,
     }
     try:
         with _opened(file.location) as source:
@@ -303,8 +307,14 @@ def leader_epoch_rows(file: FileDescriptor) -> list[dict[str, Any]]:
         entries, problems = [], [FormatProblem(None, _unreadable(file.location, exc))]
     rows = [{**entry, "problem": None} for entry in entries]
     rows += [{"epoch": None, "start_offset": None, "line": line, "problem": message} for line, message in problems]
-    provenance = {"topic": file.topic, "partition": file.partition, "source_file": file.location}
-    return [{**row, **provenance, "broker_id": file.broker_id} for row in rows]
+    provenance = {
+        "topic": file.topic,
+        "partition": file.partition,
+        "source_file": file.location,
+        "broker_id": file.broker_id,
+        "cluster_id": file.cluster_id,
+    }
+    return [{**row, **provenance} for row in rows]
 
 
 def partition_metadata_rows(file: FileDescriptor) -> list[dict[str, Any]]:
@@ -320,6 +330,7 @@ def partition_metadata_rows(file: FileDescriptor) -> list[dict[str, Any]]:
             "problem": problems[0].message if problems else None,
             "source_file": file.location,
             "broker_id": file.broker_id,
+            "cluster_id": file.cluster_id,
         }
     ]
 
@@ -333,7 +344,8 @@ def checkpoint_rows(file: FileDescriptor) -> list[dict[str, Any]]:
         entries, problems = [], [FormatProblem(None, _unreadable(file.location, exc))]
     rows = [{**entry, "problem": None} for entry in entries]
     rows += [{"topic": None, "partition": None, "offset": None, "problem": message} for _, message in problems]
-    return [{**row, "kind": file.kind, "source_file": file.location, "broker_id": file.broker_id} for row in rows]
+    provenance = {"kind": file.kind, "source_file": file.location, "broker_id": file.broker_id}
+    return [{**row, **provenance, "cluster_id": file.cluster_id} for row in rows]
 
 
 def index_problem_batches(file: FileDescriptor, arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -348,7 +360,14 @@ def index_problem_batches(file: FileDescriptor, arrow_schema: pa.Schema) -> Iter
             yield pa.RecordBatch.from_pylist(
                 [
                     problem_row(
-                        kind, file.topic, file.partition, file.location, at, f"{name}: {message}", file.broker_id
+                        kind,
+                        file.topic,
+                        file.partition,
+                        file.location,
+                        at,
+                        f"{name}: {message}",
+                        file.broker_id,
+                        file.cluster_id,
                     )
                     for at, message in piece
                 ],
