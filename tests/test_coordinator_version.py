@@ -109,11 +109,15 @@ def test_the_version_follows_the_epochs_the_coordinator_recorded_it_for(spark):
     log.txn_state("a", EMPTY, 7, 5, value_version=1, client_transaction_version=2)
     log.txn_state("a", ONGOING, 7, 7, ("t-0",), value_version=1, client_transaction_version=2)
     rows = spark.createDataFrame(
-        [(7, epoch) for epoch in (2, 3, 5, 7, 8)] + [(8, 3)], "producer_id bigint, producer_epoch int"
+        [("", 7, epoch) for epoch in (2, 3, 5, 7, 8)] + [("", 8, 3), ("other", 7, 7)],
+        "cluster_id string, producer_id bigint, producer_epoch int",
     )
-    transaction_log = spark.createDataFrame(log.transaction_log_rows, TRANSACTION_LOG)
-    versions = with_coordinator_version(rows, transaction_log).orderBy("producer_id", "producer_epoch").collect()
-    assert [tuple(row) for row in versions] == [(7, 2, 1), (7, 3, 1), (7, 5, None), (7, 7, 2), (7, 8, 2), (8, 3, None)]
+    transaction_log = spark.createDataFrame(log.transaction_log_rows, TRANSACTION_LOG).fillna({"cluster_id": ""})
+    versions = with_coordinator_version(rows, transaction_log).orderBy("cluster_id", "producer_id", "producer_epoch")
+    assert [tuple(row) for row in versions.collect()] == [
+        *[("", 7, 2, 1), ("", 7, 3, 1), ("", 7, 5, None), ("", 7, 7, 2), ("", 7, 8, 2), ("", 8, 3, None)],
+        ("other", 7, 7, None),  # producer ids are a cluster's own
+    ]
 
 
 def _takeover() -> PartitionLog:
