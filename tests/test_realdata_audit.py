@@ -70,13 +70,18 @@ DUMP_TRANSACTIONS = {
 
 @pytest.fixture(scope="module")
 def dump_tables(spark, realdata):
-    """The `batches` and `transaction_log` rows of every published dump, topics prefixed by the dump."""
+    """The `batches` and `transaction_log` rows of every published dump, topics prefixed by the dump, in the
+    unknown cluster as the ingest places dump text."""
     rows, transaction_log = [], []
     for path in sorted((realdata / "dumplog-text").glob("*.txt")):
         parsed = parse_dump(path.read_text(), path.name)
         rows.extend({**row, "topic": f"{path.stem}:{row['topic']}"} for row in parsed.batches)
         transaction_log.extend({**row, "topic": f"{path.stem}:{row['topic']}"} for row in parsed.transaction_log)
-    return spark.createDataFrame(rows, BATCHES), spark.createDataFrame(transaction_log, TRANSACTION_LOG)
+    unknown_cluster = {"cluster_id": ""}
+    return (
+        spark.createDataFrame(rows, BATCHES).fillna(unknown_cluster),
+        spark.createDataFrame(transaction_log, TRANSACTION_LOG).fillna(unknown_cluster),
+    )
 
 
 @pytest.fixture(scope="module")
