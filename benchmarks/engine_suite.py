@@ -195,16 +195,29 @@ def broker_dirs(root: Path) -> list[Path]:
 
 
 def section_fixed(report: Report, work: Path, repeats: int) -> None:
-    samples = [fresh_run([REPO / "samples" / "basic"], work / "wh-sample") for _ in range(repeats)]
+    """The shipped defaults, alternating with the same run on Spark's own settings (`spark.small_input_batches: 0`,
+    pipeline/small_inputs.py), so the two compare pair by pair."""
+    compiled_conf = work / "compiled.yaml"
+    compiled_conf.write_text("spark:\n  small_input_batches: 0\n")
+    sample_root = [REPO / "samples" / "basic"]
+    samples, compiled = [], []
+    for _ in range(repeats):
+        samples.append(fresh_run(sample_root, work / "wh-sample"))
+        compiled.append(fresh_run(sample_root, work / "wh-sample", compiled_conf))
     plans = [s.plans for s in samples if s.plans]
+    ratios = [c.wall / s.wall for s, c in zip(samples, compiled, strict=True)]
     report.section(
         "Fixed cost: `run` on the bundled sample (61 batches)",
-        f"{repeats} runs, warm virtualenv, empty warehouse each time; load before: {load()}.",
+        f"{repeats} runs, warm virtualenv, empty warehouse each time; load before: {load()}. Each run of the "
+        "defaults (interpreted, pipeline/small_inputs.py) is followed by one with `spark.small_input_batches: 0` "
+        "(Spark's settings: compiled code, adaptive execution); the ratio is that run's wall over the default's.",
     )
     report.table(
         ["figure", "min / **median** / max"],
         [
             ["wall seconds", spread([s.wall for s in samples], " s")],
+            ["wall seconds, Spark's settings", spread([s.wall for s in compiled], " s")],
+            ["Spark's settings / default", spread(ratios, "x", 2)],
             ["driver planning (audit)", spread([p[1] for p in plans], " s")],
             ["plans per audit", spread([p[0] for p in plans], "", 0)],
             ["largest plan, nodes", spread([p[2] for p in plans], "", 0)],

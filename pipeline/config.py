@@ -23,6 +23,7 @@ class SparkSettings(_Strict):
     master: str | None = "local[*]"
     app_name: str = "produce-audit"
     conf: dict[str, str] = Field(default_factory=dict)
+    small_input_batches: int = Field(50_000, ge=0)  # pipeline.small_inputs; 0 = always Spark's own settings
 
 
 class DeltaSettings(_Strict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -46,6 +46,7 @@ from pipeline.reports.golden import (
 from pipeline.reports.html import render_html
 from pipeline.reports.markdown import render_markdown
 from pipeline.reports.summary import build_summary, write_report_file, write_summary
+from pipeline.small_inputs import sized_for
 from pipeline.sources.dumplog.grammar import UNKNOWN
 from pipeline.tables.publication import (
     AUDIT_COMMANDS,
@@ -112,7 +113,9 @@ def audit(
     spark: SparkSession, store: TableStore, settings: Settings, run_id: str, reference_time_ms: int | None
 ) -> StepResult:
     """Audit every topic of `batches` and replace its rows in the four audit tables."""
-    with _recorded(spark, store, settings, "audit", run_id, reference_time_ms=reference_time_ms) as (_, result):
+    recording = _recorded(spark, store, settings, "audit", run_id, reference_time_ms=reference_time_ms)
+    with recording as (_, result), _sized(store, settings) as small:
+        result.counts["plan.interpreted"] = int(small)
         _audit(store, settings, run_id, reference_time_ms, result, deep=store.exists("payloads"))
     return result
 
@@ -130,7 +133,8 @@ def report(
     with _recorded(spark, store, settings, "report", run_id) as (_, result):
         audited = published_as_of(store, *as_of) if as_of is not None else _audited_run(store, audited_run_id)
         _require_audit_rows(store, audited.run_id, audited.versions)
-        _report(store, settings, _audited_run_section(store, audited.run_id), result, audited.versions)
+        with _sized(store, settings):
+            _report(store, settings, _audited_run_section(store, audited.run_id), result, audited.versions)
     return result
 
 
@@ -220,8 +224,10 @@ def run(
     recording = _recorded(spark, store, settings, "run", run_id, inputs=inputs, reference_time_ms=reference_time_ms)
     with recording as (record, result):
         result.counts.update(ingest_inputs(spark, store, settings, run_id, inputs))
-        _audit(store, settings, run_id, reference_time_ms, result, deep=settings.ingest.deep)
-        _report(store, settings, _run_section(record, store, result.counts), result)
+        with _sized(store, settings) as small:
+            result.counts["plan.interpreted"] = int(small)
+            _audit(store, settings, run_id, reference_time_ms, result, deep=settings.ingest.deep)
+            _report(store, settings, _run_section(record, store, result.counts), result)
     return result
 
 
@@ -288,14 +294,18 @@ def _report(
 ) -> None:
     run_id, top_n = run_section["id"], settings.report.top_findings
     with timed(log, f"report of run {run_id}") as step:
-        summary = build_summary(store, run_section, top_n, versions)
+        # The sections read the published tables independently: their small queries run side by side.
+        parts = side_by_side(
+            {
+                "summary": partial(build_summary, store, run_section, top_n, versions),
+                "findings": partial(_export_findings, store, run_id, versions),
+                "details": partial(build_details, store, run_id, top_n, versions),
+                "changes": partial(build_changes, store, run_id, top_n, versions),
+            }
+        )
+        summary, details, changes = parts["summary"], parts["details"], parts["changes"]
         location = write_summary(summary, store.warehouse)
         log.info("summary of run %s written to %s", run_id, location)
-        findings = store.read("findings", schema=schemas.FINDINGS, version=(versions or {}).get("findings"))
-        exported = write_findings_jsonl(findings.where(F.col("run_id") == run_id), store.warehouse, run_id)
-        log.info("findings of run %s written to %s", run_id, exported)
-        details = build_details(store, run_id, top_n, versions)
-        changes = build_changes(store, run_id, top_n, versions)
         for name, text in (
             ("report.html", render_html(summary, details, changes)),
             ("report.md", render_markdown(summary, details, changes)),
@@ -304,6 +314,19 @@ def _report(
         step.count, step.unit = summary["findings"]["total"], "findings"
     result.summary = summary
     result.findings_by_severity = dict(summary["findings"]["by_severity"])
+
+
+def _export_findings(store: TableStore, run_id: str, versions: Mapping[str, int] | None) -> str:
+    findings = store.read("findings", schema=schemas.FINDINGS, version=(versions or {}).get("findings"))
+    exported = write_findings_jsonl(findings.where(F.col("run_id") == run_id), store.warehouse, run_id)
+    log.info("findings of run %s written to %s", run_id, exported)
+    return exported
+
+
+def _sized(store: TableStore, settings: Settings) -> AbstractContextManager[bool]:
+    """The Spark settings for the size of the warehouse's `batches` (pipeline.small_inputs), counted from the
+    Delta log's statistics."""
+    return sized_for(store.spark, store.count("batches"), settings.spark.small_input_batches)
 
 
 def _findings_by_severity(store: TableStore, run_id: str) -> dict[str, int]:

@@ -7,6 +7,7 @@ whatever the size of the warehouse. The sections are plain dicts of numbers and 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -15,6 +16,7 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline.audit.registry import SEVERITIES
 from pipeline.audit.visibility import abort_command
+from pipeline.parallel import side_by_side
 from pipeline.tables.store import TableStore
 from schemas.batches import STATUS_OK
 from schemas.transactions import OUTCOME_OPEN
@@ -41,13 +43,15 @@ def build_details(
     batches = store.read("batches", schema=schemas.BATCHES, version=versions.get("batches")).where(
         F.col("entry_status") == STATUS_OK
     )
-    return {
-        "lso": lso_section(partitions, top_n),
-        "open_transactions": open_transactions_section(transactions, findings, top_n),
-        "durations": durations_section(transactions),
-        "producers": producers_section(partitions, top_n),
-        "timeline": timeline_section(batches, findings),
-    }
+    return side_by_side(
+        {
+            "lso": partial(lso_section, partitions, top_n),
+            "open_transactions": partial(open_transactions_section, transactions, findings, top_n),
+            "durations": partial(durations_section, transactions),
+            "producers": partial(producers_section, partitions, top_n),
+            "timeline": partial(timeline_section, batches, findings),
+        }
+    )
 
 
 def lso_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -17,6 +18,7 @@ from pyspark.sql import functions as F
 
 import schemas
 from pipeline.audit.registry import RULES, SEVERITIES
+from pipeline.parallel import side_by_side
 from pipeline.reports.formatting import cluster_name, unknown_dump_lines_note
 from pipeline.tables.files import filesystem
 from pipeline.tables.store import TableStore
@@ -73,13 +75,14 @@ def build_summary(
     partitions = _rows_of_run(
         store, "partition_summary", schemas.PARTITION_SUMMARY, run_id, versions.get("partition_summary")
     )
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run": run,
-        "findings": _findings_section(findings, top_n),
-        "transactions": _transactions_section(transactions),
-        "partitions": _partitions_section(partitions, top_n),
-    }
+    sections = side_by_side(
+        {
+            "findings": partial(_findings_section, findings, top_n),
+            "transactions": partial(_transactions_section, transactions),
+            "partitions": partial(_partitions_section, partitions, top_n),
+        }
+    )
+    return {"schema_version": SCHEMA_VERSION, "run": run, **sections}
 
 
 def _rows_of_run(store: TableStore, table: str, schema: Any, run_id: str, version: int | None) -> DataFrame:

@@ -1,0 +1,58 @@
+"""Spark settings for small audits: expressions interpreted, plans not re-optimised while they run.
+
+On a small input the audit's cost is the JVM's work per plan, not per row (docs/engine.md): generating and
+compiling Java code for every stage of some fifty small plans, and adaptive execution planning each stage again
+once the one before it ran. Up to `spark.small_input_batches` batches (50,000 by default, 0 turns it off) the
+audit and the report run with expressions interpreted and without adaptive execution, with one shuffle partition
+per core; above it Spark's own settings stay, where compiled code pays for itself (BENCHMARKS.md measures both).
+The settings are set on the session for those steps only and put back after, so a session a notebook,
+spark-submit or a test suite brings keeps its own for everything else.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+    # Interpreted, a scan can evaluate its dynamic pruning filter before the subquery that fills it has finished
+    # ("IN dynamicpruning#... has not finished"); on a small input there is nothing to prune anyway.
+    "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
+}
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def small_input_conf(spark: SparkSession) -> dict[str, str]:
+    """The settings of a small audit in this session: interpreted, one shuffle partition per core."""
+    return {**INTERPRETED, SHUFFLE_PARTITIONS: str(spark.sparkContext.defaultParallelism)}
+
+
+@contextmanager
+def sized_for(spark: SparkSession, batches: int, small_input_batches: int) -> Iterator[bool]:
+    """Run the block with the small-input settings when `batches` is at most `small_input_batches` (yields whether
+    it does), and restore the session's own values after it."""
+    small = small_input_batches > 0 and batches <= small_input_batches
+    if not small:
+        yield False
+        return
+    conf = small_input_conf(spark)
+    previous = {key: spark.conf.get(key, None) for key in conf}
+    log.info("small input (%d batches): expressions interpreted, no adaptive execution", batches)
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield True
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
