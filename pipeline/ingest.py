@@ -22,6 +22,7 @@ from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
 from pipeline.parallel import side_by_side
+from pipeline.small_inputs import sized_for
 from pipeline.sources.dispatch import (
     read_inputs,
     read_internal_topic_inputs,
@@ -54,6 +55,14 @@ def ingest_inputs(
     Returns the rows written per table and the segments per outcome.
     """
     plan = plan_inputs(spark, inputs, settings.ingest)
+    with sized_for(spark, plan.most_entries(), settings.spark.small_input_batches) as small:
+        counts = _ingest_planned(spark, store, settings, run_id, inputs, plan)
+    return {**counts, "plan.ingest_interpreted": int(small)}
+
+
+def _ingest_planned(
+    spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str], plan: InputPlan
+) -> dict[str, int]:
     segments = plan_segment_reads(spark, store, settings, plan.log_roots)
     # Every non-empty segment file decodes to at least one row (an entry, or a row saying why there is none), so
     # the topics of the segments are known from the listing; only dump and columnar inputs are read for theirs.

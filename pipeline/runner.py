@@ -253,13 +253,17 @@ def _audit(
         for table, schema in AUDITED_FILE_TABLES.items()
         if store.exists(table) and (deep or table != "payloads")
     }
+    # Rows counted from the Delta log: a side table without any for the topics needs no frame plan of its own.
+    empty_tables = frozenset(table for table in side_files if store.count(table, {"topic": topics}) == 0)
     result.counts["deep"] = int(deep)
     if not deep:
         log.info("deep mode off: the payload rules (PAY-*) are skipped; ingest with --deep to run them")
     stats = PlanStats()
     scratch = Scratch(store.spark, f"{store.warehouse}/{SCRATCH_DIR}/{run_id}", stats)
     try:
-        audited = run_audit(batches, settings.audit, run_id, scratch, reference_time_ms, **side_files)
+        audited = run_audit(
+            batches, settings.audit, run_id, scratch, reference_time_ms, empty_tables=empty_tables, **side_files
+        )
 
         def write_output(table: str, partition_by: list[str]) -> int:
             output = getattr(audited, table)

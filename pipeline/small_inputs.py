@@ -1,12 +1,14 @@
 """Spark settings for small audits: expressions interpreted, plans not re-optimised while they run.
 
-On a small input the audit's cost is the JVM's work per plan, not per row (docs/engine.md): generating and
+On a small input a run's cost is the JVM's work per plan, not per row (docs/engine.md): generating and
 compiling Java code for every stage of some fifty small plans, and adaptive execution planning each stage again
 once the one before it ran. Up to `spark.small_input_batches` batches (50,000 by default, 0 turns it off) the
-audit and the report run with expressions interpreted and without adaptive execution, with one shuffle partition
-per core; above it Spark's own settings stay, where compiled code pays for itself (BENCHMARKS.md measures both).
-The settings are set on the session for those steps only and put back after, so a session a notebook,
-spark-submit or a test suite brings keeps its own for everything else.
+ingest, the audit and the report run with expressions interpreted and without adaptive execution, with one
+shuffle partition per core; above it Spark's own settings stay, where compiled code pays for itself
+(BENCHMARKS.md measures both). The ingest is sized before anything is decoded, by an upper bound from the input
+listing (`InputPlan.most_entries`); the audit and report by the rows of `batches`. The settings are set on the
+session for those steps only and put back after, so a session a notebook, spark-submit or a test suite brings
+keeps its own for everything else.
 """
 
 from __future__ import annotations
@@ -36,16 +38,16 @@ def small_input_conf(spark: SparkSession) -> dict[str, str]:
 
 
 @contextmanager
-def sized_for(spark: SparkSession, batches: int, small_input_batches: int) -> Iterator[bool]:
+def sized_for(spark: SparkSession, batches: int | None, small_input_batches: int) -> Iterator[bool]:
     """Run the block with the small-input settings when `batches` is at most `small_input_batches` (yields whether
-    it does), and restore the session's own values after it."""
-    small = small_input_batches > 0 and batches <= small_input_batches
+    it does; None, a size not known, does not), and restore the session's own values after it."""
+    small = batches is not None and small_input_batches > 0 and batches <= small_input_batches
     if not small:
         yield False
         return
     conf = small_input_conf(spark)
     previous = {key: spark.conf.get(key, None) for key in conf}
-    log.info("small input (%d batches): expressions interpreted, no adaptive execution", batches)
+    log.info("small input (at most %d batches): expressions interpreted, no adaptive execution", batches)
     for key, value in conf.items():
         spark.conf.set(key, value)
     try:

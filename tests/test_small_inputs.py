@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pipeline.small_inputs import INTERPRETED, SHUFFLE_PARTITIONS, sized_for
+
+SAMPLE = Path(__file__).parent.parent / "samples" / "basic"
 
 UNSET_BY_SUITE = "spark.sql.codegen.factoryMode"  # the suite's session leaves it at Spark's default
 
@@ -41,3 +47,15 @@ def test_the_settings_are_restored_when_the_step_fails(spark):
     with pytest.raises(RuntimeError, match="step failed"), sized_for(spark, 1, 10):
         raise RuntimeError("step failed")
     assert _values(spark, INTERPRETED) == before
+
+
+def test_the_ingest_is_sized_by_a_bound_the_listing_gives(spark, tmp_path):
+    """At least as many as the entries the input decodes to (the sample's 61), and unknown for columnar inputs."""
+    from pipeline.config import IngestSettings
+    from pipeline.sources.input_plan import plan_inputs
+
+    sample = plan_inputs(spark, [str(SAMPLE)], IngestSettings())
+    assert 61 <= sample.most_entries() <= sum(segment.size for segment in sample.log_roots.segments)
+    export = tmp_path / "batches.parquet"
+    pq.write_table(pa.table({"topic": ["t"]}), export)  # the plan reads no rows, so any Parquet file will do
+    assert plan_inputs(spark, [str(export)], IngestSettings()).most_entries() is None

@@ -70,6 +70,9 @@ def explode_findings(df, checks: list[tuple[Rule, Fires]]):
 
     The rows are filtered first on the plain conditions, which Spark compiles; the findings array is built
     with a higher-order function, which Spark interprets, so it is only built for the few rows that fire.
+    The array is exploded with the outer form, which gives the same rows once the empty ones are filtered out:
+    for the inner form Spark's optimizer infers one more filter holding a copy of the whole array expression
+    (InferFiltersFromGenerate), about a sixth of the optimizer time of a sample run.
     """
     if not checks:
         raise ValueError("no checks given")
@@ -80,7 +83,7 @@ def explode_findings(df, checks: list[tuple[Rule, Fires]]):
         df.where(fires_any)
         .select(fired.alias("_fired"))
         .where(F.size("_fired") > 0)
-        .select(F.explode("_fired").alias("finding"))
+        .select(F.explode_outer("_fired").alias("finding"))
         .select(*[F.col(f"finding.{name}").alias(name) for name in FINDING_FIELDS])
     )
 

@@ -90,8 +90,11 @@ def _with_run(df: DataFrame, run_id: str, schema) -> DataFrame:
     return df.select(*[F.col(field.name).cast(field.dataType).alias(field.name) for field in schema.fields])
 
 
-def evaluate_frames(inputs: AuditInputs, ctx: AuditContext, scratch: Scratch) -> DataFrame:
-    """Every registered check on its frame, one plan per frame; frames whose inputs are absent are skipped."""
+def evaluate_frames(
+    inputs: AuditInputs, ctx: AuditContext, scratch: Scratch, empty_tables: frozenset[str] = frozenset()
+) -> DataFrame:
+    """Every registered check on its frame, one plan per frame; frames whose inputs are absent are skipped, and
+    so are those whose rows come from a side table in `empty_tables` (Frame.rows_of)."""
 
     def findings_of(name: str) -> DataFrame | None:
         rows = FRAMES[name].build(inputs, ctx)
@@ -100,7 +103,11 @@ def evaluate_frames(inputs: AuditInputs, ctx: AuditContext, scratch: Scratch) ->
         return explode_findings(rows, [(c.rule, c.function(ctx)) for c in CHECKS[name]])
 
     scratch.materialise_all(
-        {f"findings/frame={name}": lambda name=name: findings_of(name) for name, checks in CHECKS.items() if checks}
+        {
+            f"findings/frame={name}": lambda name=name: findings_of(name)
+            for name, checks in CHECKS.items()
+            if checks and FRAMES[name].rows_of not in empty_tables
+        }
     )
     return scratch.read_parts("findings")
 
@@ -111,6 +118,7 @@ def run_audit(
     run_id: str,
     scratch: Scratch,
     reference_time_ms: int | None = None,
+    empty_tables: frozenset[str] = frozenset(),
     **side_tables: DataFrame | None,
 ) -> AuditResult:
     """Audit `batches`, writing intermediate state under `scratch`.
@@ -118,7 +126,8 @@ def run_audit(
     `side_tables` are the other tables of the same log dirs, by name (SIDE_TABLES): the `.txnindex` entries,
     producer-state snapshots, file problems, checkpoints, leader-epoch checkpoints, decoded `__transaction_state`
     records, transactional offset commits and the record payloads of a deep ingest. Each one given is checked
-    against the replay.
+    against the replay. `empty_tables` names those of them the caller knows hold no rows (from the Delta log),
+    whose frames need no plan.
     """
     unknown = set(side_tables) - set(SIDE_TABLES)
     if unknown:
@@ -127,7 +136,7 @@ def run_audit(
     batches = _in_known_cluster(batches)
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
     inputs = build_state(batches, side_tables, ctx, scratch)
-    findings = evaluate_frames(inputs, ctx, scratch)
+    findings = evaluate_frames(inputs, ctx, scratch, empty_tables)
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),

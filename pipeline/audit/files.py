@@ -99,7 +99,7 @@ EPOCH_CHECKPOINT_FORMAT = rule(
 )
 
 
-@frame("file_problems")
+@frame("file_problems", rows_of="file_problems")
 def FILE_PROBLEMS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Problems the partition-file reader found in the audited replicas' files, by kind.
 

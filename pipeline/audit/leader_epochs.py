@@ -82,7 +82,7 @@ def _at_first_batch(rows: DataFrame) -> DataFrame:
     return _located(rows, first["base_offset"], first["last_offset"], first["source_file"], first["position"])
 
 
-@frame("leader_epochs.lines")
+@frame("leader_epochs.lines", rows_of="leader_epochs")
 def EPOCH_CHECKPOINT_LINES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Each checkpoint entry after the first of its file, with the entry on the line before it.
 
@@ -143,7 +143,7 @@ def _first_batch_per_epoch(prepared: DataFrame, offsets: DataFrame) -> DataFrame
     )
 
 
-@frame("leader_epochs.entries")
+@frame("leader_epochs.entries", rows_of="leader_epochs")
 def EPOCH_CHECKPOINT_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Checkpoint entries at or above the log start with the first retained batch of their epoch.
 
@@ -177,7 +177,7 @@ def epoch_checkpoint_vs_log(ctx: AuditContext) -> Fires:
     )
 
 
-@frame("leader_epochs.log_epochs")
+@frame("leader_epochs.log_epochs", rows_of="leader_epochs")
 def LOG_EPOCHS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """The leader epochs of the retained batches of each replica with a checkpoint, at their first batch.
 

@@ -83,11 +83,17 @@ FrameBuilder = Callable[["AuditInputs", "AuditContext"], DataFrame | None]
 
 @dataclass(frozen=True)
 class Frame:
-    """Rows that checks run on. `build` returns None when an input it needs was not given."""
+    """Rows that checks run on. `build` returns None when an input it needs was not given.
+
+    `rows_of` names the side table every row of the frame comes from (an inner join of its rows): when the run
+    knows that table holds no rows for the audited topics, the frame is not built at all, which spares a plan
+    that could only come out empty.
+    """
 
     name: str
     build: FrameBuilder
     description: str
+    rows_of: str | None = None
 
 
 RULES: dict[str, Rule] = {}
@@ -114,13 +120,13 @@ def rule(
     return registered
 
 
-def frame(name: str) -> Callable[[FrameBuilder], Frame]:
-    """Register a frame builder under `name`; its docstring describes the rows."""
+def frame(name: str, rows_of: str | None = None) -> Callable[[FrameBuilder], Frame]:
+    """Register a frame builder under `name`; its docstring describes the rows (`rows_of`: see Frame)."""
 
     def register(build: FrameBuilder) -> Frame:
         if name in FRAMES:
             raise ValueError(f"frame {name} registered twice")
-        registered = Frame(name, build, (build.__doc__ or "").strip().split("\n\n")[0])
+        registered = Frame(name, build, (build.__doc__ or "").strip().split("\n\n")[0], rows_of)
         FRAMES[name] = registered
         CHECKS.setdefault(name, [])
         return registered

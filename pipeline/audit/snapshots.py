@@ -112,7 +112,7 @@ def _audited(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:
     return audited_snapshots(inputs.producer_snapshots, replicas)
 
 
-@frame("snapshots.files")
+@frame("snapshots.files", rows_of="producer_snapshots")
 def SNAPSHOT_FILES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """One row per snapshot file, with the partition's segment base offsets, log start and log end."""
     if inputs.producer_snapshots is None:
@@ -214,7 +214,7 @@ def _replay_state_at_snapshot(entries: DataFrame, replayed: DataFrame) -> DataFr
     )
 
 
-@frame("snapshots.producers")
+@frame("snapshots.producers", rows_of="producer_snapshots")
 def SNAPSHOT_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """One row per (snapshot, producer) over both the snapshot's and the replay's producers, with both states.
 

@@ -254,7 +254,7 @@ def segment_ranges(prepared: DataFrame) -> DataFrame:
     )
 
 
-@frame("txnindex.entries")
+@frame("txnindex.entries", rows_of="txn_index")
 def TXN_INDEX_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Entries of the audited replicas' .txnindex files, in file order, with the owning segment's offset range.
 

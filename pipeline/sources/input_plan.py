@@ -37,6 +37,9 @@ ACCEPTED = (
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPIC_PREFIX = "__"  # __consumer_offsets, __transaction_state, __cluster_metadata, ...
+# The smallest entry a segment holds: a v0 message without key or value (offset and size, CRC, magic, attributes,
+# key and value lengths). A dump line describing an entry is longer.
+SMALLEST_ENTRY_BYTES = 26
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,20 @@ class InputPlan:
     log_roots: Discovery = field(default_factory=lambda: Discovery([], [], []))
     dump_files: list[str] = field(default_factory=list)
     columnar_paths: list[str] = field(default_factory=list)
+    dump_bytes: int = 0
 
     @property
     def segment_roots(self) -> list[str]:
         return [listing.root for listing in self.log_roots.listings]
+
+    def most_entries(self) -> int | None:
+        """At most this many `batches` rows come of the inputs, known from the listing alone: no entry is smaller
+        than `SMALLEST_ENTRY_BYTES` and a segment adds at most one row saying why it ends early. None with
+        columnar inputs, whose rows the listing does not give."""
+        if self.columnar_paths:
+            return None
+        segments = self.log_roots.segments
+        return (sum(segment.size for segment in segments) + self.dump_bytes) // SMALLEST_ENTRY_BYTES + len(segments)
 
 
 @dataclass
@@ -58,7 +71,7 @@ class _Sorted:
 
     listings: list[RootListing] = field(default_factory=list)
     skipped: list[SkippedDir] = field(default_factory=list)
-    dump_files: list[str] = field(default_factory=list)
+    dump_files: dict[str, int] = field(default_factory=dict)  # path: bytes
     columnar_paths: list[str] = field(default_factory=list)
 
 
@@ -74,8 +87,9 @@ def plan_inputs(spark: SparkSession, inputs: list[str], ingest: IngestSettings) 
             require_spark_filesystem(spark, path)
         plan = InputPlan(
             log_roots=segments_of(found.listings, found.skipped),
-            dump_files=list(dict.fromkeys(found.dump_files)),
+            dump_files=list(found.dump_files),
             columnar_paths=list(dict.fromkeys(found.columnar_paths)),
+            dump_bytes=sum(found.dump_files.values()),
         )
         segments = plan.log_roots.segments
         step.count, step.unit = len(segments), "segments"
@@ -106,16 +120,16 @@ def _classify(path: str, ingest: IngestSettings, found: _Sorted) -> None:
         if info.type == pafs.FileType.NotFound:
             raise InputError(path, "does not exist")
         if info.type == pafs.FileType.File:
-            _classify_file(path, found)
+            _classify_file(path, info.size, found)
         else:
             _classify_directory(path, filesystem, fs_path.rstrip("/"), ingest, found)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(path, f"cannot be listed: {exc}") from None
 
 
-def _classify_file(path: str, found: _Sorted) -> None:
+def _classify_file(path: str, size: int, found: _Sorted) -> None:
     if _is_dump(path):
-        found.dump_files.append(path)
+        found.dump_files.setdefault(path, size)
     elif columnar_format(path):
         found.columnar_paths.append(path)
     else:
@@ -127,7 +141,7 @@ def _classify_directory(
 ) -> None:
     root_name = base.rpartition("/")[2]
     entries = filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
-    dumps: list[str] = []
+    dumps: dict[str, int] = {}
     columnar: list[str] = []
     others = 0
     for entry in entries:
@@ -145,14 +159,15 @@ def _classify_directory(
             continue
         display = f"{path.rstrip('/')}/{relative}"
         if _is_dump(name):
-            dumps.append(display)
+            dumps[display] = entry.size
         elif columnar_format(name):
             columnar.append(display)
         else:
             others += 1
     if not dumps and not columnar:
         raise InputError(path, f"holds no Kafka segments, dump text or columnar files; {ACCEPTED}")
-    found.dump_files.extend(dumps)
+    for display, size in dumps.items():
+        found.dump_files.setdefault(display, size)
     # A directory of one columnar format is read as one data set (partition directories included).
     single_format = len({columnar_format(file) for file in columnar}) == 1
     if columnar and not dumps and not others and single_format:
