@@ -1,4 +1,4 @@
-"""Spark settings for small audits: expressions interpreted, plans not re-optimised while they run.
+"""Spark settings for small runs: expressions interpreted, plans not re-optimised while they run.
 
 On a small input a run's cost is the JVM's work per plan, not per row (docs/engine.md): generating and
 compiling Java code for every stage of some fifty small plans, and adaptive execution planning each stage again
