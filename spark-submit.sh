@@ -130,6 +130,22 @@ driver_java_options() {
         "$given"
 }
 
+# The local file system classes of `produce-audit prepare` (pipeline/local_fs.py), for a driver on this machine:
+# the jar on the driver's class path and its classes as the file: file systems, one option per line; none when the
+# jar is not installed or the properties file or command line set the driver's class path or a file: implementation.
+local_fs_options() {
+    local properties="$1"
+    [[ " ${submit_args[*]-} " =~ (driver-class-path|extraClassPath|file\.impl) ]] && return
+    grep -qE '^[[:space:]]*spark\.(driver\.extraClassPath|hadoop\.fs\.(AbstractFileSystem\.)?file\.impl)[[:space:]=]' \
+        "$properties" 2>/dev/null && return
+    "$VENV/bin/python" -c '
+from pipeline.local_fs import CLASSES, installed
+jar = installed()
+if jar is not None:
+    print("--driver-class-path", jar, *(f"--conf\n{key}={value}" for key, value in CLASSES.items()), sep="\n")
+'
+}
+
 # The delta-spark jars of `produce-audit prepare` (pipeline/delta_jars.py): --jars, merged with the jars already
 # given, and the Delta session extension and catalog, one option per line; none when the job's delta.backend is
 # embedded, the bundle is not installed or the properties file or command line bring a Delta of their own.
@@ -260,6 +276,9 @@ java_options=()
 if [[ "$master" == local || "$master" == local\[* ]]; then  # a driver on this machine, where the archive is
     options="$(driver_java_options "$properties")"
     [[ -n "$options" ]] && java_options=(--conf "spark.driver.extraJavaOptions=$options")
+    while IFS= read -r option; do
+        [[ -n "$option" ]] && java_options+=("$option")
+    done < <(local_fs_options "$properties")
 fi
 delta=()
 while IFS= read -r option; do

@@ -290,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
         + textwrap.fill(
             "Fetches the pinned jar bundles of pipeline/jars (delta-spark for the native Delta backend) from "
             "Maven Central with mvn, checked against their sha256 locks, into this installation; without Maven "
-            "or its network it says so in one line and goes on (the embedded backend needs no jars). Then audits "
+            "or its network it says so in one line and goes on (the embedded backend needs no jars). With a JDK, "
+            "compiles the local file system classes that spare Hadoop's chmod and readlink processes "
+            "(pipeline/local_fs.py). Then audits "
             "the bundled sample once in a temporary folder, in a JVM that writes the classes it loaded to "
             "a class-data archive (Java's AppCDS) inside this installation. Every later session that starts its "
             "own JVM maps them from the archive instead of reading them from Spark's jars, which cuts the fixed "

@@ -1,9 +1,10 @@
-"""`produce-audit prepare`: the installation step that fetches the jar bundles (pipeline.jar_bundles) and then
-records the JVM class archive (pipeline.class_archive).
+"""`produce-audit prepare`: the installation step that fetches the jar bundles (pipeline.jar_bundles), compiles
+the local file system classes (pipeline.local_fs) and then records the JVM class archive (pipeline.class_archive).
 
 The jars come first so that the archive is recorded in the session later runs start: with delta-spark unless the
-configured backend is `embedded`. Without Maven or Maven Central the jars are skipped, one line says so, and runs
-use the embedded Delta backend; `--require-jars` makes that an error instead.
+configured backend is `embedded`, and with the local file system's jar when a JDK compiled it. Without Maven or
+Maven Central the jars are skipped, one line says so, and runs use the embedded Delta backend; `--require-jars`
+makes that an error instead.
 
 The archive: it audits the bundled sample once, in a temporary folder, in a JVM started with
 -XX:ArchiveClassesAtExit; that JVM writes the archive as it exits, which it does when its standard input
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from pyspark import SparkContext
 
-from pipeline import delta_jars, jar_bundles, runner
+from pipeline import delta_jars, jar_bundles, local_fs, runner
 from pipeline.class_archive import JAVA_OPTIONS, archive_path, recording
 from pipeline.config import Settings
 from pipeline.errors import InputError
@@ -41,6 +42,14 @@ def install_jar_bundles(require: bool) -> None:
             raise InputError(f"pipeline/jars/{name}", str(error))
         fallback = " (Delta tables use the embedded backend)" if name == delta_jars.BUNDLE else ""
         log.warning("%s; going on without it%s", error, fallback)
+
+
+def build_local_fs() -> None:
+    """Compile the local file system classes (pipeline.local_fs) before the archive is recorded, so that the
+    archive holds them and the class path it was recorded with is the one later sessions start with."""
+    jar = local_fs.build()
+    if jar is not None:
+        log.info("local file system classes compiled into %s", jar)
 
 
 def record_class_archive(settings: Settings, run_id: str) -> Path:

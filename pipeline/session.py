@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from pipeline.class_archive import JAVA_OPTIONS, with_archive
 from pipeline.config import Settings
 from pipeline.delta_jars import session_conf
+from pipeline.local_fs import with_local_fs
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ def build_session(settings: Settings) -> SparkSession:
     conf = dict(settings.spark.conf)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # else spark-submit started the JVM, with its jars (spark-submit.sh)
         conf = session_conf(conf, settings.delta.backend)
+        conf = with_local_fs(conf, settings.spark.master or "")
     conf[JAVA_OPTIONS] = with_archive(conf.get(JAVA_OPTIONS, ""))  # the JVM starts here: let it map the archive
     conf = with_progress_bar(conf, sys.stderr)
     for key, value in conf.items():

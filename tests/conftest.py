@@ -25,6 +25,7 @@ def spark():
     from pipeline.class_archive import JAVA_OPTIONS, with_archive
     from pipeline.config import load_settings
     from pipeline.delta_jars import session_conf
+    from pipeline.local_fs import with_local_fs
 
     # The shipped Spark settings (conf/local.yaml: the 1 GiB driver, the JVM flags), so the suite runs what
     # users run; only the UI is off and the parallelism fixed.
@@ -32,6 +33,7 @@ def spark():
     conf = dict(load_settings(None).spark.conf)
     if os.environ.get(NATIVE_SESSION):  # the installed delta-spark, as build_session adds it for `auto`
         conf = session_conf(conf, "native")
+    conf = with_local_fs(conf, "local[2]")  # as build_session starts it: the installed local file system
     conf[JAVA_OPTIONS] = with_archive(conf.get(JAVA_OPTIONS, ""))  # as build_session starts it
     for key, value in conf.items():
         builder = builder.config(key, value)
