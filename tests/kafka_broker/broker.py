@@ -164,5 +164,8 @@ class Broker:
 
 
 def _base64_uuid() -> str:
-    """A cluster id as Kafka prints them: a random UUID in URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as Kafka makes them: a random UUID in URL-safe base64 without padding, drawn again when it starts
+    with a dash (as Kafka's Uuid.randomUuid does), which the storage tool would read as an option."""
+    while (cluster_id := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return cluster_id
