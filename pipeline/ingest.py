@@ -11,7 +11,7 @@ topic, so repeating the step on the same input replaces exactly the rows the pre
 from __future__ import annotations
 
 import logging
-from functools import partial
+from functools import partial, reduce
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.ingest_manifest import kept_batches, plan_segment_reads, write_manifest
+from pipeline.ingest_manifest import SegmentPlan, kept_batches, plan_segment_reads, write_manifest
 from pipeline.parallel import side_by_side
 from pipeline.small_inputs import sized_for
 from pipeline.sources.dispatch import (
@@ -31,6 +31,7 @@ from pipeline.sources.dispatch import (
 )
 from pipeline.sources.dumplog.reader import dump_line_counts
 from pipeline.sources.input_plan import InputPlan, plan_inputs
+from pipeline.tables.parquet_sink import stage_rows
 from pipeline.tables.store import TableStore
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import TRANSACTION_STATE_TOPIC
@@ -74,9 +75,8 @@ def _ingest_planned(
     topics = sorted(topics)
     if not topics:
         raise InputError(", ".join(inputs), "no Kafka log entries found")
-    batches = read_inputs(spark, plan, settings, segments.to_read)
-    rows = kept_batches(spark, store, segments).unionByName(batches)
-    store.overwrite_partitions(rows, "batches", schemas.BATCHES_PARTITION_BY, {"topic": topics})
+    with store.staged_partitions("batches", schemas.BATCHES, schemas.BATCHES_PARTITION_BY, {"topic": topics}) as folder:
+        stage_batches(spark, store, settings, plan, segments, folder)
     ingested = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics))
     outcomes = write_manifest(spark, store, segments, ingested, topics, run_id)
     written = store.count("batches", {"topic": topics})
@@ -90,6 +90,34 @@ def _ingest_planned(
     counts.update(ingest_partition_files(spark, store, settings, plan, topics))
     counts.update(ingest_internal_topics(spark, store, settings, plan, topics))
     return counts
+
+
+def stage_batches(
+    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, segments: SegmentPlan, folder: str
+) -> None:
+    """Write the ingested topics' `batches` rows into the staging `folder`, one file per segment file.
+
+    The decode tasks write the rows of the segments they decode themselves, never handing them to the JVM
+    (pipeline.tables.parquet_sink); the rows kept from skipped segments and those of dump and columnar inputs go
+    through the same writer.
+    """
+    partition_by = schemas.BATCHES_PARTITION_BY
+    if segments.to_read:
+        # Imported on use: dump and columnar inputs do not need the binary segment decoder.
+        from pipeline.sources.segments import segment_decoder, segment_descriptors
+
+        descriptors = segment_descriptors(spark, segments.to_read, settings)
+        decode = segment_decoder(settings)
+        stage_rows(descriptors, folder, partition_by, rows_of=decode, schema=schemas.BATCHES, file_by="source_file")
+    others = []
+    if segments.skipped:
+        others.append(kept_batches(spark, store, segments))
+    if plan.dump_files or plan.columnar_paths:
+        others.append(
+            read_inputs(spark, InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths), settings)
+        )
+    if others:
+        stage_rows(reduce(DataFrame.unionByName, others), folder, partition_by, file_by="source_file")
 
 
 def ingest_payloads(

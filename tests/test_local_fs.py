@@ -178,4 +178,3 @@ def test_file_context_renames_without_overwriting(hadoop, tmp_path):
 
     assert (tmp_path / "free").read_bytes() == b"new" and (tmp_path / "taken").read_bytes() == b"old"
     assert not (tmp_path / "staged").exists()
-

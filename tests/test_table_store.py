@@ -28,6 +28,7 @@ from pipeline.tables.backend import (
     TableSchemaError,
     replace_where_predicate,
 )
+from pipeline.tables.parquet_sink import stage_rows
 from pipeline.tables.store import TableStore, delta_spark_available, resolve_backend
 
 SCHEMA = T.StructType(
@@ -194,6 +195,42 @@ def test_overwrite_partitions_replaces_only_named_partitions_and_is_idempotent(s
     assert as_tuples(store.read("batches", SCHEMA)) == expected
     predicate = store.history("batches")[0]["parameters"]["predicate"]
     assert all(topic in predicate for topic in TOPICS[:2]) and TOPICS[2] not in predicate
+
+
+def test_staged_partitions_replace_like_overwrite_partitions(spark, store):
+    """Files the tasks write themselves into the staged folder replace the named partitions, on either backend,
+    and read back as the rows written, escaped topic, map and timestamp columns included."""
+    store.overwrite_partitions(frame(spark, TOPICS), "batches", PARTITION_BY, {"topic": TOPICS})
+
+    for _ in range(2):  # a rerun leaves the same rows
+        with store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:2]}) as folder:
+            written = stage_rows(frame(spark, TOPICS[:2], base_offset=100), folder, PARTITION_BY)
+        assert sum(rows for _, rows in written) == 4
+
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS[:2], base_offset=100) + rows(TOPICS[2:]))
+    assert store.count("batches", {"topic": TOPICS[:2]}) == 4
+    assert not any(name.startswith("_staging") for name in data_files(store.path("batches")))
+
+
+def test_staged_partitions_commit_nothing_when_the_block_fails(spark, store):
+    store.overwrite_partitions(frame(spark, TOPICS), "batches", PARTITION_BY, {"topic": TOPICS})
+    before, files = store.version("batches"), data_files(store.path("batches"))
+
+    replaced = store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:1]})
+    with pytest.raises(RuntimeError, match="decode failed"), replaced as folder:
+        stage_rows(frame(spark, TOPICS[:1], base_offset=100), folder, PARTITION_BY)
+        raise RuntimeError("decode failed")
+
+    assert store.version("batches") == before
+    assert data_files(store.path("batches")) == files  # the staged files went with their folder
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS))
+
+
+def test_staged_partitions_refuse_rows_outside_the_named_partitions(spark, store):
+    replaced = store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:1]})
+    with pytest.raises(PartitionOverwriteError, match="outside the replaced partitions"), replaced as folder:
+        stage_rows(frame(spark, TOPICS[:2]), folder, PARTITION_BY)
+    assert not store.exists("batches")
 
 
 def test_count_reads_the_log_and_agrees_with_spark(spark, store):

@@ -19,8 +19,11 @@ size of a partition.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -104,6 +107,24 @@ def replay(batches: DataFrame, settings: AuditSettings, transaction_log: DataFra
     each followed by a pass that walks the rows a record batch at a time. `transaction_log`, when ingested,
     gives the transaction version the coordinator recorded (pipeline.audit.coordinator_version).
     """
+    return replay_pass(batches, settings, transaction_log).frame()
+
+
+@dataclass(frozen=True)
+class ArrowPass:
+    """Rows and the `mapInArrow` function that makes the table of `schema` of them on the executors."""
+
+    rows: DataFrame
+    function: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+    schema: T.StructType
+
+    def frame(self) -> DataFrame:
+        return self.rows.mapInArrow(self.function, self.schema)
+
+
+def replay_pass(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> ArrowPass:
+    """`replay` as the rows in producer order and its last pass, so that the pass's tasks can write the table
+    themselves (pipeline.audit.scratch.Scratch.materialise_pass) instead of handing it back to the JVM."""
     rows = replay_input(batches, settings, transaction_log)
     in_file_order = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields])
     schema = T.StructType([*in_file_order.fields, *PRODUCER_STATE_COLUMNS.fields])
@@ -113,12 +134,12 @@ def replay(batches: DataFrame, settings: AuditSettings, transaction_log: DataFra
         version_mode=0 if settings.transaction_version == "auto" else int(settings.transaction_version),
         schema=to_arrow_schema(schema),
     )
-    return (
+    in_producer_order = (
         rows.sortWithinPartitions(*REPLICA, *FILE_ORDER)
         .mapInArrow(with_file_order, in_file_order)
         .sortWithinPartitions(*REPLICA, *PRODUCER_ORDER)
-        .mapInArrow(producer_pass, schema)
     )
+    return ArrowPass(in_producer_order, producer_pass, schema)
 
 
 def replay_input(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> DataFrame:

@@ -17,8 +17,10 @@ from functools import partial
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from pipeline.audit.replay import ArrowPass
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
+from pipeline.tables.parquet_sink import stage_rows
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +31,28 @@ class Scratch:
         self.root = root.rstrip("/")
         self.stats = stats if stats is not None else PlanStats()
         self._schemas: dict[str, T.StructType] = {}
+        self._files: dict[str, list[str]] = {}  # the files of tables written by their tasks (`materialise_pass`)
 
     def materialise(self, df: DataFrame, name: str) -> DataFrame:
         """Write `df` as `name` (replacing an earlier write of this run) and return a scan of it."""
         self._write(df, self.path(name), name)
         self._schemas[name] = df.schema
+        self._files.pop(name, None)
+        return self.read(name)
+
+    def materialise_pass(self, arrow_pass: ArrowPass, name: str) -> DataFrame:
+        """Materialise the table an Arrow pass makes, its files written by the pass's own tasks
+        (pipeline.tables.parquet_sink): the rows never go back to the JVM, and only the files of the task attempts
+        that succeeded are read."""
+        frame = arrow_pass.frame()
+        self.stats.measure(frame, name)
+        started = time.perf_counter()
+        written = stage_rows(
+            arrow_pass.rows, self.path(name), [], rows_of=arrow_pass.function, schema=arrow_pass.schema
+        )
+        log.info("audit stage %s written in %.1f s", name, time.perf_counter() - started)
+        self._schemas[name] = arrow_pass.schema
+        self._files[name] = [path for path, _ in written]
         return self.read(name)
 
     def materialise_all(self, builders: Mapping[str, Callable[[], DataFrame | None]]) -> dict[str, DataFrame | None]:
@@ -48,7 +67,10 @@ class Scratch:
     def read(self, name: str) -> DataFrame:
         """A scan of table `name` (of all its parts), with the columns it was written with."""
         schema = self._schemas[name]
-        return self.spark.read.schema(schema).parquet(self.path(name)).select(*schema.fieldNames())
+        paths = self._files.get(name, [self.path(name)])
+        if not paths:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(*paths).select(*schema.fieldNames())
 
     def read_parts(self, name: str) -> DataFrame:
         """A scan of every table written as `<name>/<part>` (for instance by concurrent jobs), as one table.

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.hanging import transaction_causes
-from pipeline.audit.replay import replay
+from pipeline.audit.replay import replay_pass
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.transaction_log import audited_records
 from pipeline.audit.transactions import build_transactions
@@ -30,7 +30,7 @@ def build_state(
     settings = ctx.settings
     checkpoints = side.get("checkpoints")
     transaction_log = side.get("transaction_log")
-    replayed = scratch.materialise(replay(batches, settings, transaction_log), "replay")
+    replayed = scratch.materialise_pass(replay_pass(batches, settings, transaction_log), "replay")
     producer_batches = replayed.where(F.col("is_producer_row"))
     first = scratch.materialise_all(
         {

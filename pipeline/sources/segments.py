@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import astuple, replace
 from functools import partial
 
@@ -65,6 +65,13 @@ def read_segments(
         segments = discover_segments(roots, settings.ingest).segments
     if not segments:
         return spark.createDataFrame([], BATCHES)
+    decode = shipped(spark, segment_decoder(settings))
+    return segment_descriptors(spark, segments, settings).mapInArrow(decode, BATCHES)
+
+
+def segment_descriptors(spark: SparkSession, segments: list[SegmentFile], settings: Settings) -> DataFrame:
+    """The byte ranges of `segments` as `SEGMENT_DESCRIPTOR` rows dealt to tasks (`segment_ranges`), for
+    `segment_decoder` to turn into `BATCHES` rows on the executors."""
     rows, ranges, tasks = segment_ranges(spark, segments, settings.ingest.segment_split_bytes)
     log.info(
         "decoding %d segment files (%d bytes) as %d byte ranges in %d tasks",
@@ -73,8 +80,13 @@ def read_segments(
         ranges,
         tasks,
     )
-    decode = partial(decode_descriptors, verify_records=settings.ingest.verify_records)
-    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(shipped(spark, decode), BATCHES)
+    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR)
+
+
+def segment_decoder(settings: Settings) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executor function of `segment_descriptors` rows: descriptor batches in, `BATCHES` record batches out,
+    one segment range after another."""
+    return partial(decode_descriptors, verify_records=settings.ingest.verify_records)
 
 
 def segment_ranges(spark: SparkSession, segments: list[SegmentFile], split_bytes: int) -> tuple[RDD, int, int]:

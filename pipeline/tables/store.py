@@ -8,6 +8,8 @@ them, so the same pipeline runs anywhere `pip install` works. Both produce ordin
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -25,6 +27,7 @@ from pipeline.tables.backend import (
     normalize_location,
 )
 from pipeline.tables.files import filesystem, remove_tree
+from pipeline.tables.staged_write import OVERWRITE_PARTITIONS, staged_write
 from pipeline.tables.stats import logged_row_count
 
 log = logging.getLogger(__name__)
@@ -76,6 +79,25 @@ class TableStore:
             # The rows of the replaced partitions are the rows written, by the log's statistics: no Spark job.
             step.count, step.detail = logged_row_count(self.path(table), values), f"version {version}"
         return version
+
+    @contextmanager
+    def staged_partitions(
+        self, table: str, schema: StructType, partition_by: list[str], values: dict[str, list]
+    ) -> Iterator[str]:
+        """Replace partitions as `overwrite_partitions` does, with the Parquet files written into the folder this
+        yields (pipeline.tables.parquet_sink): committed together when the block ends without an error, and
+        removed, committing nothing, when it raises.
+
+        Both backends commit these files with delta-rs (pipeline.tables.staged_write): the files are written
+        before any Delta writer sees them, so delta-spark has nothing left to do but commit, and its commit of
+        files it did not write is not public API.
+        """
+        check_replaced_partitions(partition_by, values)
+        with timed(log, f"writing {table}") as step:
+            with staged_write(self.path(table), schema, OVERWRITE_PARTITIONS, list(partition_by), values) as write:
+                yield write.folder
+                version = write.commit()
+            step.count, step.detail = logged_row_count(self.path(table), values), f"version {version}"
 
     def read(self, table: str, schema: StructType | None = None, version: int | None = None) -> DataFrame:
         """The latest snapshot, or `version`; with `schema`, its columns in its order.

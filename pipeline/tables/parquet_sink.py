@@ -1,0 +1,205 @@
+"""Arrow rows written as Hive-partitioned Parquet files into a staging folder by the tasks themselves (pyarrow).
+
+Spark's own Parquet writer turns every Arrow batch a Python task hands back into JVM rows and writes those value by
+value, and delta-spark computes each file's statistics with one more expression per column: for `batches`, 36
+columns, that costs about 20 times what pyarrow takes to write the same rows (BENCHMARKS.md, "Writing batches").
+Tasks that already hold Arrow data (the segment decode) therefore write their files here, and the files are
+committed like any staged write (pipeline.tables.staged_write): the folder layout and the names are Spark's, so
+the commit cannot tell who wrote them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from datetime import date
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pipeline.sources.filesystems import resolve, shipped
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+ROW_GROUP_ROWS = 131_072  # rows buffered into one row group: small Arrow batches would make tiny ones
+COMPRESSION = "snappy"  # Spark's default, so files read the same whoever wrote them
+
+WRITTEN_FILES = T.StructType([T.StructField("path", T.StringType(), False), T.StructField("rows", T.LongType(), False)])
+
+# Spark's ExternalCatalogUtils.escapePathName: these characters and the control characters become %XX.
+_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(chr(code) for code in range(0x20))
+
+
+def escape_path_name(text: str) -> str:
+    """A partition value or column name as Spark writes it into a folder name."""
+    return "".join(f"%{ord(char):02X}" if char in _ESCAPED else char for char in text)
+
+
+def partition_folder(names: list[str], values: Iterable[Any]) -> str:
+    """`name=value/...` as Spark lays out the partitions of `names` (a null value is Hive's default partition)."""
+    return "/".join(
+        f"{escape_path_name(name)}={HIVE_NULL if value is None else escape_path_name(_folder_text(value))}"
+        for name, value in zip(names, values, strict=True)
+    )
+
+
+def _folder_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+class PartitionedParquetSink:
+    """Tables of `schema` into the staging `folder`, one open file per partition value; `close` ends them all.
+
+    With `file_by`, a file also holds one value of that column only (`batches`: one segment file's rows), so that
+    a later write can keep or drop it whole; rows are expected grouped by it, as a task reads one segment after
+    another, and a new value closes the files open. The partition columns are left out of the files (their
+    folders hold them), as Spark leaves them out. Files get fresh names, so a retried task never overwrites what
+    another attempt wrote; a failed job discards the whole folder.
+    """
+
+    def __init__(self, folder: str, schema: pa.Schema, partition_by: list[str], file_by: str | None = None) -> None:
+        self._files, self._folder = resolve(folder)
+        self._partition_by = partition_by
+        self._keys = [*partition_by, file_by] if file_by else list(partition_by)
+        self._file_by = file_by
+        self._file_schema = pa.schema([column for column in schema if column.name not in partition_by])
+        self._open: dict[tuple, _PartitionFile] = {}
+        self._current: Any = None
+        self.written: list[tuple[str, int]] = []  # (path, rows) of every file closed
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        for values, rows in _split_by(table, self._keys):
+            if self._file_by and values[-1] != self._current:
+                self.close()
+                self._current = values[-1]
+            target = self._open.get(values)
+            if target is None:
+                folder = partition_folder(self._partition_by, values[: len(self._partition_by)])
+                path = f"{self._folder}/{folder}/part-{uuid.uuid4().hex}.{COMPRESSION}.parquet"
+                target = self._open[values] = _PartitionFile(self._files, path, self._file_schema)
+            target.add(rows.select(self._file_schema.names))
+
+    def close(self) -> list[tuple[str, int]]:
+        for target in self._open.values():
+            self.written.append(target.close())
+        self._open.clear()
+        return self.written
+
+    def __enter__(self) -> PartitionedParquetSink:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _PartitionFile:
+    """One Parquet file, its rows buffered into row groups of about `ROW_GROUP_ROWS`."""
+
+    def __init__(self, files, path: str, schema: pa.Schema) -> None:
+        self.path = path
+        self._files = files
+        self._schema = schema
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self.rows = 0
+
+    def add(self, table: pa.Table) -> None:
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def close(self) -> tuple[str, int]:
+        self._flush()
+        if self._writer is not None:
+            self._writer.close()
+        return self.path, self.rows
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        if self._writer is None:
+            self._files.create_dir(self.path.rpartition("/")[0], recursive=True)
+            self._writer = pq.ParquetWriter(
+                self._files.open_output_stream(self.path), self._schema, compression=COMPRESSION
+            )
+        self._writer.write_table(pa.concat_tables(self._pending), row_group_size=self._pending_rows)  # one group
+        self.rows += self._pending_rows
+        self._pending, self._pending_rows = [], 0
+
+
+def _split_by(table: pa.Table, names: list[str]) -> Iterator[tuple[tuple, pa.Table]]:
+    """The rows of each combination of values of the `names` columns (the whole table when there are none)."""
+    if not names:
+        yield (), table
+        return
+    firsts = tuple(table.column(name)[0].as_py() for name in names)
+    uniform = (
+        table.column(name).null_count == 0 and pc.all(pc.equal(table.column(name), first)).as_py()
+        for name, first in zip(names, firsts, strict=True)
+    )
+    if all(uniform):
+        yield firsts, table  # the usual case: a decoded window is one segment's rows
+        return
+    keys = table.select(names).group_by(names, use_threads=False).aggregate([])
+    for values in keys.to_pylist():
+        mask = None
+        for name in names:
+            value = values[name]
+            matches = pc.is_null(table.column(name)) if value is None else pc.equal(table.column(name), value)
+            mask = matches if mask is None else pc.and_(mask, matches)
+        yield tuple(values[name] for name in names), table.filter(pc.fill_null(mask, False))
+
+
+RowsOf = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def stage_rows(
+    df: DataFrame,
+    folder: str,
+    partition_by: list[str],
+    rows_of: RowsOf | None = None,
+    schema: T.StructType | None = None,
+    file_by: str | None = None,
+) -> list[tuple[str, int]]:
+    """Write rows into the staging `folder` from the tasks that compute them; returns each file's path and rows.
+
+    The rows are those of `df`, or, with `rows_of`, what that function makes of them on the executors (of
+    `schema`), without handing them back to the JVM: the segment decode turns descriptors into `batches` rows.
+    """
+    # Spark hands timestamps to Arrow in the session's time zone (the instant is the same in any zone).
+    timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
+    arrow_schema = to_arrow_schema(schema if schema is not None else df.schema, timezone=timezone)
+    write = partial(_write_files, folder, arrow_schema, partition_by, file_by, rows_of)
+    return [(row.path, row.rows) for row in df.mapInArrow(shipped(df.sparkSession, write), WRITTEN_FILES).collect()]
+
+
+def _write_files(
+    folder: str,
+    schema: pa.Schema,
+    partition_by: list[str],
+    file_by: str | None,
+    rows_of: RowsOf | None,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Executor side of `stage_rows`: one task's rows into files, then one `WRITTEN_FILES` row per file."""
+    with PartitionedParquetSink(folder, schema, partition_by, file_by) as sink:
+        for batch in batches if rows_of is None else rows_of(batches):
+            # As Spark does with what mapInArrow returns, the declared schema's names and nullability apply.
+            sink.write(pa.Table.from_arrays(batch.columns, schema=schema))
+    yield pa.RecordBatch.from_pydict(
+        {"path": [path for path, _ in sink.written], "rows": [rows for _, rows in sink.written]},
+        schema=to_arrow_schema(WRITTEN_FILES),
+    )
