@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import schemas
+from pipeline.arrow_pass import ArrowPass
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.ingest_manifest import SegmentPlan, kept_batches, plan_segment_reads, write_manifest
@@ -31,7 +32,7 @@ from pipeline.sources.dispatch import (
 )
 from pipeline.sources.dumplog.reader import dump_line_counts
 from pipeline.sources.input_plan import InputPlan, plan_inputs
-from pipeline.tables.parquet_sink import stage_rows
+from pipeline.tables.parquet_sink import stage_pass
 from pipeline.tables.store import TableStore
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import TRANSACTION_STATE_TOPIC
@@ -104,20 +105,17 @@ def stage_batches(
     partition_by = schemas.BATCHES_PARTITION_BY
     if segments.to_read:
         # Imported on use: dump and columnar inputs do not need the binary segment decoder.
-        from pipeline.sources.segments import segment_decoder, segment_descriptors
+        from pipeline.sources.segments import segment_pass
 
-        descriptors = segment_descriptors(spark, segments.to_read, settings)
-        decode = segment_decoder(settings)
-        stage_rows(descriptors, folder, partition_by, rows_of=decode, schema=schemas.BATCHES, file_by="source_file")
+        stage_pass(segment_pass(spark, segments.to_read, settings), folder, partition_by, file_by="source_file")
     others = []
     if segments.skipped:
         others.append(kept_batches(spark, store, segments))
     if plan.dump_files or plan.columnar_paths:
-        others.append(
-            read_inputs(spark, InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths), settings)
-        )
+        not_segments = InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths)
+        others.append(read_inputs(spark, not_segments, settings))
     if others:
-        stage_rows(reduce(DataFrame.unionByName, others), folder, partition_by, file_by="source_file")
+        stage_pass(ArrowPass.of(reduce(DataFrame.unionByName, others)), folder, partition_by, file_by="source_file")
 
 
 def ingest_payloads(
@@ -179,12 +177,11 @@ def ingest_internal_topics(
         return {}
     counts: dict[str, int] = {}
     if TRANSACTION_STATE_TOPIC in ingested:
-        store.overwrite_partitions(
-            internal.transaction_log,
-            "transaction_log",
-            schemas.TRANSACTION_LOG_PARTITION_BY,
-            {"topic": [TRANSACTION_STATE_TOPIC]},
-        )
+        partition_by = schemas.TRANSACTION_LOG_PARTITION_BY
+        replaced = {"topic": [TRANSACTION_STATE_TOPIC]}
+        with store.staged_partitions("transaction_log", schemas.TRANSACTION_LOG, partition_by, replaced) as folder:
+            for part in internal.transaction_log:
+                stage_pass(part, folder, partition_by)
         counts["transaction_log"] = store.count("transaction_log", {"topic": [TRANSACTION_STATE_TOPIC]})
         counts["transaction_log.partitions"] = _coordinator_partitions(store)
     if CONSUMER_OFFSETS_TOPIC in ingested:

@@ -12,10 +12,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.replay import ArrowPass
+from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.scratch import Scratch
 from pipeline.tables import parquet_sink
-from pipeline.tables.parquet_sink import HIVE_NULL, PartitionedParquetSink, partition_folder, stage_rows
+from pipeline.tables.parquet_sink import HIVE_NULL, PartitionedParquetSink, partition_folder, stage_pass
 
 SCHEMA = T.StructType(
     [
@@ -36,7 +36,7 @@ def test_folders_are_named_as_spark_names_them(spark, tmp_path):
     df = spark.createDataFrame([(topic, "f", 0) for topic in TOPICS], SCHEMA)
     df.write.partitionBy("topic").parquet(str(tmp_path / "spark"))
 
-    stage_rows(df, str(tmp_path / "sink"), ["topic"])
+    stage_pass(ArrowPass.of(df), str(tmp_path / "sink"), ["topic"])
 
     assert folders(tmp_path / "sink") == folders(tmp_path / "spark")
     assert folders(tmp_path / "sink") == {partition_folder(["topic"], [topic]) for topic in TOPICS}
@@ -51,7 +51,7 @@ def test_rows_read_back_as_written_one_file_per_source_file(spark, tmp_path):
     ]
     df = spark.createDataFrame(rows, SCHEMA).coalesce(1)
 
-    written = stage_rows(df, str(tmp_path), ["topic"], file_by="source_file")
+    written = stage_pass(ArrowPass.of(df), str(tmp_path), ["topic"], file_by="source_file")
 
     held = [pq.read_table(path).column("source_file").unique().to_pylist() for path, _ in written]
     assert sorted(count for _, count in written) == [5] * 6
@@ -71,7 +71,7 @@ def test_rows_of_runs_on_the_executors_and_its_rows_are_written(spark, tmp_path)
                 )
 
     descriptors = spark.createDataFrame([("orders", 3), ("payments", 2)], "topic string, rows int")
-    written = stage_rows(descriptors, str(tmp_path), ["topic"], rows_of=_expand, schema=SCHEMA, file_by="source_file")
+    written = stage_pass(ArrowPass(descriptors, _expand, SCHEMA), str(tmp_path), ["topic"], file_by="source_file")
 
     assert sorted(count for _, count in written) == [2, 3]
     read = spark.read.schema(SCHEMA).parquet(str(tmp_path)).select(*SCHEMA.fieldNames())

@@ -19,6 +19,7 @@ from pyspark.errors import SparkRuntimeException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipeline.arrow_pass import ArrowPass
 from pipeline.tables import delta_log
 from pipeline.tables.backend import (
     BackendUnavailableError,
@@ -28,7 +29,7 @@ from pipeline.tables.backend import (
     TableSchemaError,
     replace_where_predicate,
 )
-from pipeline.tables.parquet_sink import stage_rows
+from pipeline.tables.parquet_sink import stage_pass
 from pipeline.tables.store import TableStore, delta_spark_available, resolve_backend
 
 SCHEMA = T.StructType(
@@ -204,7 +205,7 @@ def test_staged_partitions_replace_like_overwrite_partitions(spark, store):
 
     for _ in range(2):  # a rerun leaves the same rows
         with store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:2]}) as folder:
-            written = stage_rows(frame(spark, TOPICS[:2], base_offset=100), folder, PARTITION_BY)
+            written = stage_pass(ArrowPass.of(frame(spark, TOPICS[:2], base_offset=100)), folder, PARTITION_BY)
         assert sum(rows for _, rows in written) == 4
 
     assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS[:2], base_offset=100) + rows(TOPICS[2:]))
@@ -218,7 +219,7 @@ def test_staged_partitions_commit_nothing_when_the_block_fails(spark, store):
 
     replaced = store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:1]})
     with pytest.raises(RuntimeError, match="decode failed"), replaced as folder:
-        stage_rows(frame(spark, TOPICS[:1], base_offset=100), folder, PARTITION_BY)
+        stage_pass(ArrowPass.of(frame(spark, TOPICS[:1], base_offset=100)), folder, PARTITION_BY)
         raise RuntimeError("decode failed")
 
     assert store.version("batches") == before
@@ -229,7 +230,7 @@ def test_staged_partitions_commit_nothing_when_the_block_fails(spark, store):
 def test_staged_partitions_refuse_rows_outside_the_named_partitions(spark, store):
     replaced = store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:1]})
     with pytest.raises(PartitionOverwriteError, match="outside the replaced partitions"), replaced as folder:
-        stage_rows(frame(spark, TOPICS[:2]), folder, PARTITION_BY)
+        stage_pass(ArrowPass.of(frame(spark, TOPICS[:2])), folder, PARTITION_BY)
     assert not store.exists("batches")
 
 

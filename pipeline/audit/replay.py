@@ -19,16 +19,14 @@ size of a partition.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import partial
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.coordinator_version import with_coordinator_version
 from pipeline.audit.file_order import with_file_order
 from pipeline.audit.producer_arrow import with_producer_state
@@ -108,18 +106,6 @@ def replay(batches: DataFrame, settings: AuditSettings, transaction_log: DataFra
     gives the transaction version the coordinator recorded (pipeline.audit.coordinator_version).
     """
     return replay_pass(batches, settings, transaction_log).frame()
-
-
-@dataclass(frozen=True)
-class ArrowPass:
-    """Rows and the `mapInArrow` function that makes the table of `schema` of them on the executors."""
-
-    rows: DataFrame
-    function: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-    schema: T.StructType
-
-    def frame(self) -> DataFrame:
-        return self.rows.mapInArrow(self.function, self.schema)
 
 
 def replay_pass(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> ArrowPass:

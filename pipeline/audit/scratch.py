@@ -17,10 +17,10 @@ from functools import partial
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from pipeline.audit.replay import ArrowPass
+from pipeline.arrow_pass import ArrowPass
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
-from pipeline.tables.parquet_sink import stage_rows
+from pipeline.tables.parquet_sink import stage_pass
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,7 @@ class Scratch:
         frame = arrow_pass.frame()
         self.stats.measure(frame, name)
         started = time.perf_counter()
-        written = stage_rows(
-            arrow_pass.rows, self.path(name), [], rows_of=arrow_pass.function, schema=arrow_pass.schema
-        )
+        written = stage_pass(arrow_pass, self.path(name), [])
         log.info("audit stage %s written in %.1f s", name, time.perf_counter() - started)
         self._schemas[name] = arrow_pass.schema
         self._files[name] = [path for path, _ in written]

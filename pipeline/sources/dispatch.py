@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from pipeline.arrow_pass import ArrowPass
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.sources.columnar import read_columnar
@@ -25,7 +26,8 @@ from pipeline.sources.dumplog.reader import (
     read_dumplog_txn_index,
 )
 from pipeline.sources.input_plan import ACCEPTED, InputPlan
-from schemas.offset_commits import GROUP_METADATA_KEY_VERSION
+from schemas.offset_commits import GROUP_METADATA_KEY_VERSION, OFFSET_COMMITS
+from schemas.transaction_log import TRANSACTION_LOG
 
 if TYPE_CHECKING:
     from pipeline.sources.log_roots import SegmentFile
@@ -92,9 +94,9 @@ def read_partition_inputs(spark: SparkSession, plan: InputPlan, settings: Settin
 
 @dataclass
 class InternalTopicInputs:
-    """The records of the coordinator topics in the inputs; each DataFrame is lazy."""
+    """The records of the coordinator topics in the inputs; nothing is read before a pass or frame runs."""
 
-    transaction_log: DataFrame  # TRANSACTION_LOG rows of `__transaction_state`
+    transaction_log: list[ArrowPass]  # passes making the TRANSACTION_LOG rows of `__transaction_state`
     # OFFSET_COMMITS rows of the transactional `__consumer_offsets` batches, group metadata records included
     offset_commit_records: DataFrame
 
@@ -102,23 +104,24 @@ class InternalTopicInputs:
 def read_internal_topic_inputs(spark: SparkSession, plan: InputPlan, settings: Settings) -> InternalTopicInputs | None:
     """The `__transaction_state` records and transactional `__consumer_offsets` records of the log-dir and dump
     inputs, or None when there are neither; columnar exports of `batches` hold no records."""
-    transaction_logs: list[DataFrame] = []
+    transaction_logs: list[ArrowPass] = []
     offset_commit_records: list[DataFrame] = []
     if plan.segment_roots:
-        from pipeline.sources.internal_topics import read_internal_segments
+        from pipeline.sources.internal_topics import internal_topic_passes
 
-        transaction_log, records = read_internal_segments(spark, plan.log_roots.segments, settings)
-        transaction_logs.append(transaction_log)
-        offset_commit_records.append(records)
+        transaction_log, records = internal_topic_passes(spark, plan.log_roots.segments, settings)
+        transaction_logs.append(transaction_log or ArrowPass.of(spark.createDataFrame([], TRANSACTION_LOG)))
+        offset_commit_records.append(records.frame() if records else spark.createDataFrame([], OFFSET_COMMITS))
     if plan.dump_files:
-        transaction_logs.append(in_cluster(read_dumplog_transaction_log(spark, plan.dump_files, settings), settings))
+        dumped = in_cluster(read_dumplog_transaction_log(spark, plan.dump_files, settings), settings)
+        transaction_logs.append(ArrowPass.of(dumped))
         offset_commit_records.append(
             in_cluster(read_dumplog_offset_commit_records(spark, plan.dump_files, settings), settings)
         )
     if not transaction_logs:
         return None
     return InternalTopicInputs(
-        transaction_log=reduce(DataFrame.unionByName, transaction_logs),
+        transaction_log=transaction_logs,
         offset_commit_records=reduce(DataFrame.unionByName, offset_commit_records),
     )
 

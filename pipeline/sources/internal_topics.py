@@ -23,10 +23,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.arrow_pass import ArrowPass
 from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
@@ -412,16 +413,17 @@ _TOPIC_READERS: dict[str, tuple[T.StructType, _RowsOfEntry, bool]] = {
 }
 
 
-def read_internal_segments(
+def internal_topic_passes(
     spark: SparkSession, segments: list[SegmentFile], settings: Settings
-) -> tuple[DataFrame, DataFrame]:
+) -> tuple[ArrowPass | None, ArrowPass | None]:
     """(`transaction_log` rows, offset-commit records) of the `__transaction_state` and `__consumer_offsets`
-    files among `segments` (those of a listing, `log_roots`), decoded on the executors.
+    files among `segments` (those of a listing, `log_roots`), as passes that decode them on the executors; None
+    for a topic without files.
 
-    The second frame also holds the group metadata records of transactional batches (key version 2), which
+    The second pass also makes the group metadata records of transactional batches (key version 2), which
     the `offset_commits` table leaves out (`dispatch.split_offset_commit_records`).
     """
-    frames = []
+    passes: list[ArrowPass | None] = []
     for topic, (schema, rows_of_entry, transactional_only) in _TOPIC_READERS.items():
         of_topic = [segment for segment in segments if segment.topic == topic]
         ranges = [
@@ -430,12 +432,12 @@ def read_internal_segments(
             for piece in split_segment(segment, settings.ingest.segment_split_bytes)
         ]
         if not ranges:
-            frames.append(spark.createDataFrame([], schema))
+            passes.append(None)
             continue
         log.info("decoding the records of %d %s segment files", len(of_topic), topic)
         decode = partial(_decode_descriptors, rows_of_entry, transactional_only, to_arrow_schema(schema))
-        frames.append(spark.createDataFrame(ranges, SEGMENT_DESCRIPTOR).mapInArrow(shipped(spark, decode), schema))
-    transaction_log, offset_commit_records = frames
+        passes.append(ArrowPass(spark.createDataFrame(ranges, SEGMENT_DESCRIPTOR), shipped(spark, decode), schema))
+    transaction_log, offset_commit_records = passes
     return transaction_log, offset_commit_records
 
 

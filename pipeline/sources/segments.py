@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import astuple, replace
 from functools import partial
 
@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.arrow_pass import ArrowPass
 from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.sources.kafka_format.layout import DECODED_SCHEMA
@@ -65,13 +66,12 @@ def read_segments(
         segments = discover_segments(roots, settings.ingest).segments
     if not segments:
         return spark.createDataFrame([], BATCHES)
-    decode = shipped(spark, segment_decoder(settings))
-    return segment_descriptors(spark, segments, settings).mapInArrow(decode, BATCHES)
+    return segment_pass(spark, segments, settings).frame()
 
 
-def segment_descriptors(spark: SparkSession, segments: list[SegmentFile], settings: Settings) -> DataFrame:
-    """The byte ranges of `segments` as `SEGMENT_DESCRIPTOR` rows dealt to tasks (`segment_ranges`), for
-    `segment_decoder` to turn into `BATCHES` rows on the executors."""
+def segment_pass(spark: SparkSession, segments: list[SegmentFile], settings: Settings) -> ArrowPass:
+    """The byte ranges of `segments` as `SEGMENT_DESCRIPTOR` rows dealt to tasks (`segment_ranges`), and the
+    executor function that decodes them into `BATCHES` rows, one range after another."""
     rows, ranges, tasks = segment_ranges(spark, segments, settings.ingest.segment_split_bytes)
     log.info(
         "decoding %d segment files (%d bytes) as %d byte ranges in %d tasks",
@@ -80,13 +80,8 @@ def segment_descriptors(spark: SparkSession, segments: list[SegmentFile], settin
         ranges,
         tasks,
     )
-    return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR)
-
-
-def segment_decoder(settings: Settings) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The executor function of `segment_descriptors` rows: descriptor batches in, `BATCHES` record batches out,
-    one segment range after another."""
-    return partial(decode_descriptors, verify_records=settings.ingest.verify_records)
+    decode = partial(decode_descriptors, verify_records=settings.ingest.verify_records)
+    return ArrowPass(spark.createDataFrame(rows, SEGMENT_DESCRIPTOR), shipped(spark, decode), BATCHES)
 
 
 def segment_ranges(spark: SparkSession, segments: list[SegmentFile], split_bytes: int) -> tuple[RDD, int, int]:

@@ -11,7 +11,7 @@ the commit cannot tell who wrote them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from datetime import date
 from functools import partial
 from typing import Any
@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.arrow_pass import ArrowFunction, ArrowPass
 from pipeline.sources.filesystems import resolve, shipped
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -163,26 +163,26 @@ def _split_by(table: pa.Table, names: list[str]) -> Iterator[tuple[tuple, pa.Tab
         yield tuple(values[name] for name in names), table.filter(pc.fill_null(mask, False))
 
 
-RowsOf = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-
-
-def stage_rows(
-    df: DataFrame,
-    folder: str,
-    partition_by: list[str],
-    rows_of: RowsOf | None = None,
-    schema: T.StructType | None = None,
-    file_by: str | None = None,
+def stage_pass(
+    arrow_pass: ArrowPass, folder: str, partition_by: list[str], file_by: str | None = None
 ) -> list[tuple[str, int]]:
-    """Write rows into the staging `folder` from the tasks that compute them; returns each file's path and rows.
+    """Write the table of a pass into the staging `folder` from the tasks that compute it; returns each file's
+    path and rows. A pass with a function runs it on the executors and writes what it returns there, so its rows
+    never go back to the JVM (the segment decode turns descriptors into `batches` rows).
 
-    The rows are those of `df`, or, with `rows_of`, what that function makes of them on the executors (of
-    `schema`), without handing them back to the JVM: the segment decode turns descriptors into `batches` rows.
+    With `file_by`, a file holds one value of that column (PartitionedParquetSink).
     """
+    df = arrow_pass.rows
     # Spark hands timestamps to Arrow in the session's time zone (the instant is the same in any zone).
     timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
-    arrow_schema = to_arrow_schema(schema if schema is not None else df.schema, timezone=timezone)
-    write = partial(_write_files, folder, arrow_schema, partition_by, file_by, rows_of)
+    write = partial(
+        _write_files,
+        folder,
+        to_arrow_schema(arrow_pass.schema, timezone=timezone),
+        partition_by,
+        file_by,
+        arrow_pass.function,
+    )
     return [(row.path, row.rows) for row in df.mapInArrow(shipped(df.sparkSession, write), WRITTEN_FILES).collect()]
 
 
@@ -191,12 +191,12 @@ def _write_files(
     schema: pa.Schema,
     partition_by: list[str],
     file_by: str | None,
-    rows_of: RowsOf | None,
+    function: ArrowFunction | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side of `stage_rows`: one task's rows into files, then one `WRITTEN_FILES` row per file."""
+    """Executor side of `stage_pass`: one task's rows into files, then one `WRITTEN_FILES` row per file."""
     with PartitionedParquetSink(folder, schema, partition_by, file_by) as sink:
-        for batch in batches if rows_of is None else rows_of(batches):
+        for batch in batches if function is None else function(batches):
             # As Spark does with what mapInArrow returns, the declared schema's names and nullability apply.
             sink.write(pa.Table.from_arrays(batch.columns, schema=schema))
     yield pa.RecordBatch.from_pydict(

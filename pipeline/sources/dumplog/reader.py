@@ -196,7 +196,7 @@ def read_dumplog_transaction_log(spark: SparkSession, paths: list[str], settings
 
 def read_dumplog_offset_commit_records(spark: SparkSession, paths: list[str], settings: Settings) -> DataFrame:
     """Records (schema OFFSET_COMMITS) of the transactional batches of `__consumer_offsets` sections of dump files,
-    group metadata records (key version 2) included, as `internal_topics.read_internal_segments` gives them."""
+    group metadata records (key version 2) included, as `internal_topics.internal_topic_passes` makes them."""
     return _map_dumps(
         spark,
         paths,
