@@ -23,11 +23,10 @@ A rewrite that keeps size, modification time and both end entries (an edit in th
 resetting its modification time) goes unnoticed; `--full` re-reads everything.
 
 `batches` is written as before, by replacing the partitions of the ingested topics, with the decoded rows plus
-the table's current rows of the skipped segments, so an incremental run leaves the rows a full one would. That
-job reads the table it overwrites, which is safe with both backends without persisting the rows first: the
-embedded backend has Spark write to a staging folder and commits afterwards, and delta-spark plans the scan of
-a non-time-travel read when the write's query runs, before its commit. Neither commit deletes data files
-(only VACUUM does), so every file the read needs stays in place until the job is done. The manifest is written
+the table's current rows of the skipped segments, so an incremental run leaves the rows a full one would. The
+rows kept are read from the table being replaced, which is safe without persisting them first: every file is
+written into a staging folder and committed after the jobs that read are done (`TableStore.staged_partitions`),
+and no commit deletes data files (only VACUUM does). The manifest is written
 after `batches`: a run failing in between leaves manifest rows describing older files, which can only make the
 next run decode more, and the row count check catches a `batches` table changed behind the manifest's back.
 

@@ -70,8 +70,14 @@ def _javac() -> str | None:
 
 def build() -> Path | None:
     """Compile the sources into `jar_path()`; None, with one warning line, when no JDK compiler is found or it
-    fails. The jar is written under a temporary name and moved into place whole."""
+    fails. The jar is written under a temporary name and moved into place whole.
+
+    A jar already there is kept: its name says it holds these sources compiled against this Hadoop, and a class
+    archive recorded with it (pipeline.class_archive) maps only while the jar is that very file.
+    """
     target = jar_path()
+    if target.is_file():
+        return target
     javac = _javac()
     if javac is None:
         log.warning("no javac (a JDK) found: Hadoop's local file system keeps spawning chmod and readlink")

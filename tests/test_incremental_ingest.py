@@ -6,7 +6,9 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import Row
 
 from pipeline import runner
@@ -131,6 +133,7 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     latest = assert_batches_are_a_fresh_decode()
     assert len(latest) == len(first) - BATCHES_PER_SEGMENT + 1
     assert {row[BATCHES.fieldNames().index("producer_id")] for row in latest} == {1, 2}
+    assert segments_per_file(store) == {1}  # decoded and kept rows alike: a file holds one segment file's rows
     assert run_ids() == {
         f"orders-0/{segment_file_name(4)}": "run-3",
         f"orders-0/{segment_file_name(8)}": "run-1",
@@ -157,6 +160,12 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
         topic_rows(store, "batches", BATCHES, "payments"),
         topic_rows(store, "ingest_manifest", INGEST_MANIFEST, "payments"),
     ) == other_topic
+
+
+def segments_per_file(store: TableStore) -> set[int]:
+    """How many segment files' rows each data file of the `batches` snapshot holds."""
+    paths = DeltaTable(store.path("batches")).file_uris()
+    return {len(pq.read_table(path, columns=["source_file"]).column("source_file").unique()) for path in paths}
 
 
 def publish_as_a_run(spark, store: TableStore, run_id: str) -> None:

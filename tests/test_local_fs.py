@@ -83,6 +83,12 @@ def test_build_compiles_every_class_into_the_jar(tmp_path, monkeypatch):
     assert not list(jar.parent.glob(".*"))  # no partial jar left beside it
 
 
+def test_a_jar_built_before_is_kept_as_it_is(fake_jar):
+    """Rewriting it would stop the class archive recorded with it from mapping (the JVM checks the jar's file)."""
+    assert build() == fake_jar
+    assert fake_jar.read_bytes() == b"jar"
+
+
 def test_without_javac_build_says_so_and_writes_nothing(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(local_fs, "ARCHIVE_DIR", tmp_path)
     monkeypatch.setattr(local_fs, "_javac", lambda: None)
