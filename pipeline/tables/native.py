@@ -1,6 +1,10 @@
 """Native backend: delta-spark writes, reads and commits inside the JVM (the jars `produce-audit prepare`
 installs, spark-submit --packages, Databricks).
 
+The tables whose files the tasks write themselves (`batches`, `transaction_log`: TableStore.staged_partitions)
+are committed by delta-rs whichever backend runs, since delta-spark has no public API to commit files it did not
+write.
+
 delta-spark's own errors are raised as the table store's (rows outside a partition overwrite, data that does
 not fit the table, a concurrent commit), so callers handle one set whichever backend wrote. Versions, history, a
 write's commit and RESTORE go through delta-rs on the same Delta log (pipeline.tables.delta_log): delta-spark

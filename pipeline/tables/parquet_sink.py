@@ -2,7 +2,8 @@
 
 Spark's own Parquet writer turns every Arrow batch a Python task hands back into JVM rows and writes those value by
 value, and delta-spark computes each file's statistics with one more expression per column: for `batches`, 36
-columns, that costs about 20 times what pyarrow takes to write the same rows (BENCHMARKS.md, "Writing batches").
+columns, that takes more than ten times what pyarrow takes to write the same rows (BENCHMARKS.md, "Rows written
+where they are made").
 Tasks that already hold Arrow data (the segment decode) therefore write their files here, and the files are
 committed like any staged write (pipeline.tables.staged_write): the folder layout and the names are Spark's, so
 the commit cannot tell who wrote them.
