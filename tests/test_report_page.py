@@ -19,6 +19,7 @@ import schemas
 from pipeline.audit.registry import RULES
 from pipeline.reports import charts
 from pipeline.reports.changes import IDENTITY, build_changes, compare_findings, previous_audit_run
+from pipeline.reports.details import timeline_section
 from pipeline.reports.html import render_html
 from pipeline.reports.markdown import render_markdown
 from pipeline.tables.store import TableStore
@@ -301,3 +302,37 @@ def test_the_page_renders_in_headless_chromium(audited):
     assert all(width > 200 and shapes > 3 for width, shapes in charts_drawn), charts_drawn
     assert new_count == "2 new"
     assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and SCREENSHOT.stat().st_size > 50_000
+
+
+def test_the_timeline_places_findings_by_their_batch_time_and_counts_the_rest_apart(spark):
+    batches = spark.createDataFrame(
+        [
+            ("c", "t", 0, 0, 0, 1, 0),
+            ("c", "t", 0, 1, 10, 1, 1),  # producer 1's second epoch: a bump at 10
+            ("c", "t", 0, 2, 5, 2, 0),
+            ("c", "t", 0, 3, -1, 2, 0),  # no timestamp
+        ],
+        "cluster_id string, topic string, partition int, base_offset long, max_timestamp long, "
+        "producer_id long, producer_epoch int",
+    )
+    findings = spark.createDataFrame(
+        [
+            ("c", "t", 0, 1, "ERROR"),
+            ("c", "t", 0, 2, "WARN"),
+            ("c", "t", 0, 3, "ERROR"),  # its batch has no time
+            ("c", "t", 0, None, "INFO"),  # no batch
+            ("c", "t", 1, 1, "ERROR"),  # a batch of another partition
+        ],
+        "cluster_id string, topic string, partition int, base_offset long, severity string",
+    )
+
+    timeline = timeline_section(batches, findings, bins=2)
+
+    assert timeline == {
+        "start_ms": 0,
+        "end_ms": 10,
+        "bins": 2,
+        "bumps": [0, 1],
+        "findings": {"ERROR": [0, 1], "WARN": [1, 0]},
+        "untimed": 3,
+    }
