@@ -76,6 +76,32 @@ def _ingest_planned(
     topics = sorted(topics)
     if not topics:
         raise InputError(", ".join(inputs), "no Kafka log entries found")
+    # Only the manifest waits for `batches`; the other tables read the inputs, not `batches`, so they are written
+    # side by side with it, and a small ingest's jobs keep both cores busy.
+    parts = side_by_side(
+        {
+            "batches": partial(_ingest_batches, spark, store, settings, run_id, plan, segments, topics),
+            "payloads": partial(ingest_payloads, spark, store, settings, plan, topics),
+            "partition_files": partial(ingest_partition_files, spark, store, settings, plan, topics),
+            "internal_topics": partial(ingest_internal_topics, spark, store, settings, plan, topics),
+        }
+    )
+    counts = {name: count for part in parts.values() for name, count in part.items()}
+    if plan.dump_files:
+        counts.update(dump_line_counts(spark, plan.dump_files))
+    return counts
+
+
+def _ingest_batches(
+    spark: SparkSession,
+    store: TableStore,
+    settings: Settings,
+    run_id: str,
+    plan: InputPlan,
+    segments: SegmentPlan,
+    topics: list[str],
+) -> dict[str, int]:
+    """Write `batches`, then the manifest that describes the segments it was decoded from."""
     with store.staged_partitions("batches", schemas.BATCHES, schemas.BATCHES_PARTITION_BY, {"topic": topics}) as folder:
         stage_batches(spark, store, settings, plan, segments, folder)
     ingested = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics))
@@ -85,11 +111,6 @@ def _ingest_planned(
     log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
     counts = {"batches": written, "topics": len(topics)}
     counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
-    if plan.dump_files:
-        counts.update(dump_line_counts(spark, plan.dump_files))
-    counts.update(ingest_payloads(spark, store, settings, plan, topics))
-    counts.update(ingest_partition_files(spark, store, settings, plan, topics))
-    counts.update(ingest_internal_topics(spark, store, settings, plan, topics))
     return counts
 
 
