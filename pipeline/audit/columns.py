@@ -40,8 +40,23 @@ def as_text(column: Column) -> Column:
     return F.coalesce(column.cast("string"), F.lit("null"))
 
 
-def _finding_column(rule: Rule, fires: Fires) -> Column:
-    """A struct of the finding columns when the check fires, else null; rows carry their own location."""
+# The finding columns every frame row carries itself, by the row column they come from. They stay beside the
+# findings array instead of inside each check's struct, so a frame's plan holds them once, not once per check.
+LOCATION = {
+    "topic": "topic",
+    "partition": "partition",
+    "producer_id": "producer_id",
+    "base_offset": "base_offset",
+    "last_offset": "last_offset",
+    "segment": "source_file",
+    "position": "position",
+    "broker_id": "broker_id",
+    "cluster_id": "cluster_id",
+}
+
+
+def _finding_column(rule: Rule, fires: Fires, row_epoch: Column) -> Column:
+    """The check's part of a finding when it fires, else null: rule, severity, epoch, message and evidence."""
     evidence_map = F.create_map(
         *[item for key, value in fires.evidence.items() for item in (F.lit(key), as_text(value))]
     ).cast("map<string,string>")  # an empty map is map<void,void> otherwise
@@ -49,18 +64,9 @@ def _finding_column(rule: Rule, fires: Fires) -> Column:
         F.lit(rule.code).alias("rule_code"),
         F.lit(rule.name).alias("rule_name"),
         (fires.severity if fires.severity is not None else F.lit(rule.severity)).alias("severity"),
-        F.col("topic").alias("topic"),
-        F.col("partition").alias("partition"),
-        F.col("producer_id").alias("producer_id"),
-        (fires.producer_epoch if fires.producer_epoch is not None else F.col("producer_epoch")).alias("producer_epoch"),
-        F.col("base_offset").alias("base_offset"),
-        F.col("last_offset").alias("last_offset"),
-        F.col("source_file").alias("segment"),
-        F.col("position").alias("position"),
+        (fires.producer_epoch if fires.producer_epoch is not None else row_epoch).alias("producer_epoch"),
         fires.message.alias("message"),
         evidence_map.alias("evidence"),
-        F.col("broker_id").alias("broker_id"),
-        F.col("cluster_id").alias("cluster_id"),
     )
     return F.when(fires.when, struct)
 
@@ -77,14 +83,16 @@ def explode_findings(df, checks: list[tuple[Rule, Fires]]):
     if not checks:
         raise ValueError("no checks given")
     fires_any = reduce(lambda a, b: a | b, [F.coalesce(fires.when, F.lit(False)) for _, fires in checks])
-    findings = [_finding_column(rule, fires) for rule, fires in checks]
+    row_epoch = F.col("producer_epoch")
+    findings = [_finding_column(rule, fires, row_epoch) for rule, fires in checks]
     fired = F.filter(F.array(*findings), lambda item: item.isNotNull())
+    located = [F.col(source).alias(name) for name, source in LOCATION.items()]
     return (
         df.where(fires_any)
-        .select(fired.alias("_fired"))
+        .select(*located, fired.alias("_fired"))
         .where(F.size("_fired") > 0)
-        .select(F.explode_outer("_fired").alias("finding"))
-        .select(*[F.col(f"finding.{name}").alias(name) for name in FINDING_FIELDS])
+        .select(*LOCATION, F.explode_outer("_fired").alias("finding"))
+        .select(*[name if name in LOCATION else F.col(f"finding.{name}").alias(name) for name in FINDING_FIELDS])
     )
 
 

@@ -68,7 +68,8 @@ class Scratch:
         paths = self._files.get(name, [self.path(name)])
         if not paths:
             return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).parquet(*paths).select(*schema.fieldNames())
+        # The files hold exactly the schema's columns: Spark reads them in its order, no projection needed.
+        return self.spark.read.schema(schema).parquet(*paths)
 
     def read_parts(self, name: str) -> DataFrame:
         """A scan of every table written as `<name>/<part>` (for instance by concurrent jobs), as one table.
