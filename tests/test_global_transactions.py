@@ -7,7 +7,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.global_transactions import build_global_transactions
 from pipeline.audit.transaction_log import audited_records
-from schemas.batches import BATCHES
+from schemas.batches import BATCHES, STATUS_OK
 from schemas.global_transactions import GLOBAL_TRANSACTIONS
 from schemas.transaction_log import TRANSACTION_LOG
 
@@ -119,3 +119,61 @@ def test_a_coordinator_lists_the_partitions_of_its_own_cluster(spark):
 
     assert listed_partition("a") == ("a", True, True)
     assert listed_partition("b") == ("a", False, False)
+
+
+def test_markers_are_assigned_as_of_their_time(spark):
+    """Each marker goes to the latest decision of its (producer id, epoch, partition) written at or before it, the
+    earliest when all are later (clock skew), ties to the higher record offset; a decision takes its first marker.
+    Checked against that definition on random times with ties and missing timestamps."""
+    import random
+
+    from pipeline.audit.global_transactions import _assigned_markers
+
+    rng = random.Random(7)
+    clock = lambda: rng.choice([None, *range(0, 40, 3)])  # noqa: E731
+    decisions = [
+        ("", COORDINATOR_TOPIC, 0, offset, clock(), 500, rng.choice([0, 1]), "out-0") for offset in range(0, 60, 2)
+    ]
+    markers = [(offset, rng.choice([0, 1]), clock()) for offset in range(100, 140)]
+
+    def expected_assignment(epoch, at):
+        of_key = [d for d in decisions if d[6] == epoch]
+        order = lambda d: (d[4] is not None, d[4] or 0, d[3])  # noqa: E731 (struct order: null times first)
+        before = [d for d in of_key if at is not None and d[4] is not None and d[4] <= at]
+        chosen = max(before, key=order) if before else (min(of_key, key=order) if of_key else None)
+        return None if chosen is None else chosen[3]
+
+    firsts: dict[int, int] = {}
+    for offset, epoch, at in markers:
+        decision = expected_assignment(epoch, at)
+        if decision is not None:
+            firsts[decision] = min(firsts.get(decision, offset), offset)
+    decision_rows = spark.createDataFrame(
+        decisions,
+        "cluster_id string, coordinator_topic string, coordinator_partition int, prepare_offset long, "
+        "prepare_timestamp long, producer_id long, producer_epoch int, tp_name string",
+    )
+    batch_rows = [
+        {
+            **{field.name: None for field in BATCHES.fields},
+            "cluster_id": "",
+            "topic": "out",
+            "partition": 0,
+            "producer_id": 500,
+            "producer_epoch": epoch,
+            "base_offset": offset,
+            "max_timestamp": at,
+            "entry_status": STATUS_OK,
+            "is_control": True,
+            "control_type": 1,
+            "coordinator_epoch": 0,
+            "segment_base_offset": 0,
+            "position": offset,
+            "source_file": "out-0/00000000000000000000.log",
+            "source_format": "segment",
+        }
+        for offset, epoch, at in markers
+    ]
+    batches = spark.createDataFrame(batch_rows, BATCHES)
+    assigned = _assigned_markers(decision_rows, batches).select("prepare_offset", "marker.marker_offset").collect()
+    assert {row.prepare_offset: row.marker_offset for row in assigned} == firsts

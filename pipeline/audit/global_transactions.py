@@ -20,6 +20,8 @@ from schemas.batches import STATUS_OK
 from schemas.global_transactions import DECISION_ABORT, DECISION_COMMIT
 
 DECISION_KEY = ["cluster_id", "coordinator_topic", "coordinator_partition", "prepare_offset"]
+# The markers of one producer epoch on one partition, and the decisions of that epoch that list the partition.
+PRODUCER_PARTITION = ["cluster_id", "producer_id", "producer_epoch", "tp_name"]
 
 
 def _count(condition: Column) -> Column:
@@ -51,34 +53,52 @@ def _decisions(records: DataFrame) -> DataFrame:
 
 
 def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
-    """The first marker each (decision, partition) was assigned, keyed by DECISION_KEY and `tp_name`."""
+    """The first marker each (decision, partition) was assigned, keyed by DECISION_KEY and `tp_name`.
+
+    An as-of lookup, not a join: the markers and the decisions of one (producer id, epoch, partition) are sorted by
+    time together, and each marker takes the latest decision before it from a running value. A join would pair
+    every marker with every decision of the key, and under TV0/1 one producer's epoch can hold thousands of
+    transactions on a partition.
+    """
+    decision = F.struct("prepare_timestamp", *DECISION_KEY)
     markers = batches.where(
         (F.col("entry_status") == STATUS_OK)
         & F.col("is_control")
         & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
     ).select(
-        "cluster_id",
-        "producer_id",
-        "producer_epoch",
+        *PRODUCER_PARTITION[:3],
         tp_name().alias("tp_name"),
         F.col("base_offset").alias("marker_offset"),
         "control_type",
         "coordinator_epoch",
-        F.col("max_timestamp").alias("marker_timestamp"),
+        F.col("max_timestamp").alias("at"),
+        F.lit(True).alias("is_marker"),
+        F.lit(None).cast(decisions.select(decision).schema[0].dataType).alias("decision"),
     )
-    decision = F.struct("prepare_timestamp", *DECISION_KEY)
+    candidates = decisions.select(
+        *PRODUCER_PARTITION,
+        F.lit(None).cast("long").alias("marker_offset"),
+        F.lit(None).cast("int").alias("control_type"),
+        F.lit(None).cast("int").alias("coordinator_epoch"),
+        F.col("prepare_timestamp").alias("at"),
+        F.lit(False).alias("is_marker"),
+        decision.alias("decision"),
+    )
+    key = Window.partitionBy(*PRODUCER_PARTITION)
+    so_far = key.orderBy("at", "is_marker", "decision").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    timed = F.when(F.col("decision.prepare_timestamp").isNotNull(), F.col("decision"))
     assigned = (
-        markers.join(
-            decisions.select("producer_id", "producer_epoch", "tp_name", "prepare_timestamp", *DECISION_KEY),
-            on=["cluster_id", "producer_id", "producer_epoch", "tp_name"],
-            how="inner",
+        markers.unionByName(candidates)
+        .select(
+            "*",
+            F.when(F.col("at").isNotNull(), F.last(timed, ignorenulls=True).over(so_far)).alias("_before"),
+            F.min("decision").over(key).alias("_first"),
         )
+        .where(F.col("is_marker"))
         .groupBy("cluster_id", "tp_name", "marker_offset", "control_type", "coordinator_epoch")
-        .agg(
-            F.max(F.when(F.col("prepare_timestamp") <= F.col("marker_timestamp"), decision)).alias("_before"),
-            F.min(decision).alias("_first"),
-        )
+        .agg(F.max("_before").alias("_before"), F.min("_first").alias("_first"))
         .select("*", F.coalesce("_before", "_first").alias("_decision"))
+        .where(F.col("_decision").isNotNull())
     )
     return (
         assigned.select(

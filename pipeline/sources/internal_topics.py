@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import astuple
 from functools import partial
 from typing import Any
 
@@ -33,7 +32,7 @@ from pipeline.sources.filesystems import resolve, shipped
 from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
 from pipeline.sources.log_roots import SegmentFile
 from pipeline.sources.records.api import RecordError, iter_records
-from pipeline.sources.segments import SEGMENT_DESCRIPTOR, SOURCE_FORMAT, split_segment
+from pipeline.sources.segments import SEGMENT_DESCRIPTOR, SOURCE_FORMAT, segment_ranges
 from schemas.batches import STATUS_OK
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC, GROUP_METADATA_KEY_VERSION, OFFSET_COMMITS
 from schemas.transaction_log import (
@@ -426,17 +425,20 @@ def internal_topic_passes(
     passes: list[ArrowPass | None] = []
     for topic, (schema, rows_of_entry, transactional_only) in _TOPIC_READERS.items():
         of_topic = [segment for segment in segments if segment.topic == topic]
-        ranges = [
-            astuple(piece)
-            for segment in of_topic
-            for piece in split_segment(segment, settings.ingest.segment_split_bytes)
-        ]
-        if not ranges:
+        if not of_topic:
             passes.append(None)
             continue
-        log.info("decoding the records of %d %s segment files", len(of_topic), topic)
+        # Dealt to tasks by size like the batches decode: a few coordinator partitions often hold most records.
+        rows, ranges, tasks = segment_ranges(spark, of_topic, settings.ingest.segment_split_bytes)
+        log.info(
+            "decoding the %s records of %d segment files as %d byte ranges in %d tasks",
+            topic,
+            len(of_topic),
+            ranges,
+            tasks,
+        )
         decode = partial(_decode_descriptors, rows_of_entry, transactional_only, to_arrow_schema(schema))
-        passes.append(ArrowPass(spark.createDataFrame(ranges, SEGMENT_DESCRIPTOR), shipped(spark, decode), schema))
+        passes.append(ArrowPass(spark.createDataFrame(rows, SEGMENT_DESCRIPTOR), shipped(spark, decode), schema))
     transaction_log, offset_commit_records = passes
     return transaction_log, offset_commit_records
 
