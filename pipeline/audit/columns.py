@@ -6,6 +6,7 @@ from functools import reduce
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 from pipeline.audit.registry import Fires, Rule
 
@@ -96,9 +97,10 @@ def explode_findings(df, checks: list[tuple[Rule, Fires]]):
     )
 
 
-def window_cleared(counted: Column | None = None) -> Column:
-    """An aggregate over a producer's replayed rows (those where `counted` holds): whether its duplicate window
-    is empty after them because the last row that touched it was a marker that changed the producer's epoch.
+def window_cleared(counted: Column | None = None, over: WindowSpec | None = None) -> Column:
+    """An aggregate over a producer's replayed rows (those where `counted` holds; with `over`, a running value over
+    that window's rows): whether its duplicate window is empty after them because the last row that touched it
+    was a marker that changed the producer's epoch.
 
     `ProducerAppendInfo.appendEndTxnMarker` calls `maybeUpdateProducerEpoch`, which clears the batch window when
     the epoch changes (spec §2.7, §6.0 step 3): after a fence or timeout abort (V1) and after every V2 marker the
@@ -113,4 +115,6 @@ def window_cleared(counted: Column | None = None) -> Column:
     )
     last_data = F.max(F.when(accepted_data, F.col("base_offset")))
     last_bump = F.max(F.when(bumping_marker, F.col("base_offset")))
+    if over is not None:
+        last_data, last_bump = last_data.over(over), last_bump.over(over)
     return last_bump.isNotNull() & (last_data.isNull() | (last_bump > last_data))
