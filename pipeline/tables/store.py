@@ -111,7 +111,9 @@ class TableStore:
                 raise TableNotFoundError(f"{location}: no Delta table here, and no schema to read it as empty")
             return self.spark.createDataFrame([], schema)
         df = self._backend.read(location, schema, version)
-        return df if schema is None else df.select(*[column(name) for name in schema.fieldNames()])
+        if schema is None or df.columns == schema.fieldNames():  # a snapshot read as files is in order already
+            return df
+        return df.select(*[column(name) for name in schema.fieldNames()])
 
     def count(self, table: str, partition_values: dict[str, list] | None = None) -> int:
         """Rows of the latest snapshot in the listed partitions (all without), from the log's file statistics.
