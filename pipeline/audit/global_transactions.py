@@ -73,13 +73,9 @@ def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
         "coordinator_epoch",
         F.col("max_timestamp").alias("at"),
         F.lit(True).alias("is_marker"),
-        F.lit(None).cast(decisions.select(decision).schema[0].dataType).alias("decision"),
     )
     candidates = decisions.select(
         *PRODUCER_PARTITION,
-        F.lit(None).cast("long").alias("marker_offset"),
-        F.lit(None).cast("int").alias("control_type"),
-        F.lit(None).cast("int").alias("coordinator_epoch"),
         F.col("prepare_timestamp").alias("at"),
         F.lit(False).alias("is_marker"),
         decision.alias("decision"),
@@ -88,7 +84,7 @@ def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
     so_far = key.orderBy("at", "is_marker", "decision").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     timed = F.when(F.col("decision.prepare_timestamp").isNotNull(), F.col("decision"))
     assigned = (
-        markers.unionByName(candidates)
+        markers.unionByName(candidates, allowMissingColumns=True)
         .select(
             "*",
             F.when(F.col("at").isNotNull(), F.last(timed, ignorenulls=True).over(so_far)).alias("_before"),

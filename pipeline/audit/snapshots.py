@@ -268,7 +268,7 @@ def _replay_state_at_snapshot(entries: DataFrame, replayed: DataFrame) -> DataFr
         "replay_offset_delta": last_batch("delta", 0).cast("int"),
         "replay_coordinator_epoch": F.coalesce(F.col("last_marker.coordinator_epoch"), F.lit(-1)),
         "replay_current_txn_first_offset": F.col("last_open_after.value"),
-        "txn_starts_at_f": F.coalesce(F.col("txn_starts_at_f"), txn_start.isNotNull() & F.lit(False)),
+        "txn_starts_at_f": F.coalesce(F.col("txn_starts_at_f"), F.lit(False)),
         "marker_between_f_and_x": F.coalesce(F.col("last_marker_offset") >= txn_start, F.lit(False)),
         "marker_after_x": F.coalesce(F.col("max_marker_offset") >= F.col("snapshot_offset"), F.lit(False)),
     }
