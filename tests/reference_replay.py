@@ -14,7 +14,8 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.columns import SEQ_SPAN
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT, DUPLICATE_WINDOW, WRAP_JUMP
-from pipeline.audit.replay import FILE_ORDER, ORDER, PRODUCER, REPLICA
+from pipeline.audit.replay import PRODUCER
+from pipeline.audit.replay_task import FILE_ORDER, ORDER, REPLICA
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_LEGACY, STATUS_OK
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit import producer_arrow
-from pipeline.audit.file_order import with_file_order
-from pipeline.audit.producer_arrow import with_producer_state
-from pipeline.audit.replay import FILE_ORDER, PRODUCER_ORDER, REPLICA, replay, replay_input
+from pipeline.audit import producer_arrow, task_rows
+from pipeline.audit.replay import replay, replay_input
+from pipeline.audit.replay_task import replay_rows
 from pipeline.config import AuditSettings, Settings
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
@@ -73,27 +73,31 @@ def test_same_state_as_the_window_reference_on_real_broker_dirs(spark, realdata)
         _assert_same_state(spark, [log_dir], settings)
 
 
-def test_cutting_the_sorted_stream_anywhere_changes_nothing(spark, generated, monkeypatch):
-    """Both passes carry their state from one record batch to the next, and a producer's rows held past
-    HELD_ROWS go through a file: any cut of the stream, down to one row per batch, gives the same rows."""
-    monkeypatch.setattr(producer_arrow, "HELD_ROWS", 40)
+def test_the_task_order_and_any_cut_of_it_change_nothing(spark, generated, monkeypatch):
+    """A task sorts the rows it receives itself and walks them a chunk at a time, carrying the state across
+    chunks; rows past HELD_ROWS go through a file (the task's, and a producer's waiting for its version): the
+    order the rows arrive in and any cut of the walk, down to one row per chunk, give the same rows."""
     settings = AuditSettings(compacted_topics=["*-changelog"])
     batches = read_inputs(spark, plan_inputs(spark, [str(generated)], Settings().ingest), Settings())
     rows_df = replay_input(batches, settings)
-    rows = rows_df.toArrow().sort_by([(name, "ascending") for name in [*REPLICA, *FILE_ORDER]])
-    in_file_order = T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields])
-    schema = to_arrow_schema(T.StructType([*in_file_order.fields, *PRODUCER_STATE_COLUMNS.fields]))
+    rows = rows_df.toArrow()
+    schema = to_arrow_schema(
+        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
+    )
+    key = [(name, "ascending") for name in LOCATION]
 
-    def replayed(size: int) -> pa.Table:
-        ordered = pa.Table.from_batches(list(with_file_order(iter(rows.to_batches(max_chunksize=size)))))
-        ordered = ordered.sort_by([(name, "ascending") for name in [*REPLICA, *PRODUCER_ORDER]])
-        out = with_producer_state(
-            iter(ordered.to_batches(max_chunksize=size)), expiration_ms=86_400_000, version_mode=0, schema=schema
+    def replayed(arriving: pa.Table, size: int) -> pa.Table:
+        out = replay_rows(
+            iter(arriving.to_batches(max_chunksize=size)), expiration_ms=86_400_000, version_mode=0, schema=schema
         )
-        return pa.Table.from_batches(list(out), schema=schema)
+        return pa.Table.from_batches(list(out), schema=schema).sort_by(key)
 
-    whole = replayed(rows.num_rows)
+    whole = replayed(rows, rows.num_rows)
     assert whole.num_rows == rows.num_rows
     assert whole.column("transaction_version").null_count < whole.num_rows
-    for size in (1, 7, 500):
-        assert replayed(size).equals(whole)
+    shuffled = rows.take(np.random.default_rng(7).permutation(rows.num_rows))
+    monkeypatch.setattr(producer_arrow, "HELD_ROWS", 40)
+    monkeypatch.setattr(task_rows, "HELD_ROWS", 100)
+    for chunk in (1, 7, 500):
+        monkeypatch.setattr(task_rows, "CHUNK_ROWS", chunk)
+        assert replayed(shuffled, 13).equals(whole)

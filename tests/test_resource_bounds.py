@@ -15,14 +15,14 @@ import sys
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from crc32c import crc32c
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.file_order import with_file_order
-from pipeline.audit.replay import FILE_ORDER, PRODUCER_ORDER, REPLICA, replay_input
+from pipeline.audit.replay import replay_input
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources import log_roots
 from pipeline.sources.dispatch import read_inputs
@@ -160,74 +160,98 @@ def test_thousands_of_partition_dirs_are_listed_in_one_pass(wide_root, monkeypat
 
 REPLAY_MEMORY = """
 import sys
+import threading
+import time
 import pyarrow as pa
-from pipeline.audit.file_order import with_file_order
-from pipeline.audit.producer_arrow import with_producer_state
+from pipeline.audit import task_rows
+from pipeline.audit.replay_task import replay_rows
 from pyspark.sql.pandas.types import to_arrow_schema
-from schemas.replay import PRODUCER_STATE_COLUMNS
+from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 
-STATE = to_arrow_schema(PRODUCER_STATE_COLUMNS)
+task_rows.HELD_ROWS = 10_000
+STATE = [*to_arrow_schema(FILE_ORDER_COLUMNS), *to_arrow_schema(PRODUCER_STATE_COLUMNS)]
 
-def resident_kib(field):
-    return int(next(line for line in open("/proc/self/status") if line.startswith(field)).split()[1])
+def anonymous_kib():
+    return int(next(line for line in open("/proc/self/status") if line.startswith("RssAnon")).split()[1])
 
 def batches(path):
     with pa.OSFile(path) as source:
         yield from pa.ipc.open_stream(source)
 
-def replay(in_file_order, in_producer_order):
-    schema = pa.schema([*pa.ipc.open_stream(in_producer_order).schema, *STATE])
-    out = with_producer_state(batches(in_producer_order), expiration_ms=86_400_000, version_mode=0, schema=schema)
-    return sum(batch.num_rows for batch in with_file_order(batches(in_file_order))), sum(b.num_rows for b in out)
+def replay(rows):
+    schema = pa.schema([*pa.ipc.open_stream(rows).schema, *STATE])
+    out = replay_rows(batches(rows), expiration_ms=86_400_000, version_mode=0, schema=schema)
+    return sum(batch.num_rows for batch in out)
 
-replay(sys.argv[3], sys.argv[4])  # the kernels load
-before = resident_kib("VmRSS")
-open("/proc/self/clear_refs", "w").write("5")  # VmHWM restarts from the current resident size
-print(*replay(sys.argv[1], sys.argv[2]), (resident_kib("VmHWM") - before) * 1024)
+replay(sys.argv[2])  # the kernels load
+before = peak = anonymous_kib()
+done = threading.Event()
+
+def sample():
+    global peak
+    while not done.wait(0.002):
+        peak = max(peak, anonymous_kib())
+
+sampler = threading.Thread(target=sample)
+sampler.start()
+rows = replay(sys.argv[1])
+done.set()
+sampler.join()
+print(rows, (max(peak, anonymous_kib()) - before) * 1024)
 """
 
 
-def _replay_streams(spark, root: Path, folder: Path) -> tuple[Path, Path, int, int]:
-    """The replay's two inputs for `root`, each sorted as Spark sorts it, as Arrow stream files; and the rows'
-    count and their bytes."""
+def _replay_stream(spark, root: Path, folder: Path) -> tuple[Path, int, int]:
+    """The replay's input for `root` in no order (as an exchange leaves it), as an Arrow stream file of record
+    batches of 10,000 rows; and the rows' count and their bytes."""
     batches = read_inputs(spark, plan_inputs(spark, [str(root)], IngestSettings()), Settings())
-    rows_df = replay_input(batches, AuditSettings())
-    rows = rows_df.toArrow().sort_by([(name, "ascending") for name in [*REPLICA, *FILE_ORDER]])
-    in_file_order, in_producer_order = folder / "file-order.arrows", folder / "producer-order.arrows"
-    with pa.ipc.new_stream(in_file_order, rows.schema) as writer:
+    rows = replay_input(batches, AuditSettings()).toArrow()
+    rows = rows.take(np.random.default_rng(1).permutation(rows.num_rows))
+    path = folder / "rows.arrows"
+    with pa.ipc.new_stream(path, rows.schema) as writer:
         writer.write_table(rows, max_chunksize=10_000)
-    neighbours = pa.Table.from_batches(list(with_file_order(iter(rows.to_batches(max_chunksize=10_000)))))
-    neighbours = neighbours.sort_by([(name, "ascending") for name in [*REPLICA, *PRODUCER_ORDER]])
-    with pa.ipc.new_stream(in_producer_order, neighbours.schema) as writer:
-        writer.write_table(neighbours, max_chunksize=10_000)
-    return in_file_order, in_producer_order, rows.num_rows, rows.nbytes
+    return path, rows.num_rows, rows.nbytes
 
 
-def test_the_replay_passes_hold_record_batches_not_partitions(spark, tmp_path):
-    """Both replay passes carry a few numbers from one record batch to the next, and the producer pass holds
-    at most HELD_ROWS of one producer (more go to a file): a partition of 100,000 producers and one of a single
-    producer's 100,000 batches are replayed in about 17 MiB, as 2,000 rows are and about half the rows' size;
-    holding a partition took 750 bytes a row."""
-    small = _replay_streams(spark, _input(tmp_path / "small", bounds_inputs.many_producers, 2_000), tmp_path)
+def _grown(stream: Path, warm_up: Path) -> tuple[int, int]:
+    """The rows a replay task returned for `stream`, and how much its anonymous memory grew at most."""
+    measured = subprocess.run(
+        [sys.executable, "-c", REPLAY_MEMORY, str(stream), str(warm_up)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    replayed, grown = map(int, measured.stdout.split())
+    return replayed, grown
+
+
+def test_the_replay_holds_sort_positions_not_rows(spark, tmp_path):
+    """A replay task keeps the rows it receives in a local file past HELD_ROWS, mapped, and takes them a chunk at
+    a time in each order; the producer walk holds at most HELD_ROWS of one producer. Per row it holds its sort
+    positions and file-order columns: from 100,000 to 300,000 rows, of 100,000 producers or of a single one, its
+    memory grows by less than a third of what the rows take (the mapped file's pages are the page cache's)."""
+    warm_up = _replay_stream(spark, _input(tmp_path / "small", bounds_inputs.many_producers, 2_000), tmp_path)[0]
     cases = {
-        "many producers": (bounds_inputs.many_producers, 100_000),
-        "one producer": (lambda root, size: bounds_inputs.large_segment(root, size, producers=1), 36 * MIB),
+        "many producers": (bounds_inputs.many_producers, 100_000, 300_000),
+        "one producer": (
+            lambda root, size: bounds_inputs.large_segment(root, size, producers=1),
+            36 * MIB,
+            108 * MIB,
+        ),
     }
-    for name, (write, size) in cases.items():
-        folder = tmp_path / name.replace(" ", "-")
-        in_file_order, in_producer_order, rows, input_bytes = _replay_streams(
-            spark, _input(folder / "root", write, size), folder
-        )
-        measured = subprocess.run(
-            [sys.executable, "-c", REPLAY_MEMORY, str(in_file_order), str(in_producer_order), *map(str, small[:2])],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=REPO,
-        )
-        file_order_rows, producer_rows, grown = map(int, measured.stdout.split())
-        assert file_order_rows == producer_rows == rows >= 100_000, name
-        assert grown < 24 * MIB < input_bytes, (name, grown, input_bytes)
+    for name, (write, small, large) in cases.items():
+        measured = []
+        for size in (small, large):
+            folder = tmp_path / f"{name.replace(' ', '-')}-{size}"
+            stream, rows, input_bytes = _replay_stream(spark, _input(folder / "root", write, size), folder)
+            replayed, grown = _grown(stream, warm_up)
+            assert replayed == rows >= 100_000, name
+            measured.append((rows, input_bytes, grown))
+        (rows_a, bytes_a, grown_a), (rows_b, bytes_b, grown_b) = measured
+        print(name, measured)
+        assert rows_b > 2 * rows_a, name
+        assert grown_b - grown_a < (bytes_b - bytes_a) / 3, (name, measured)
 
 
 def _input(root: Path, write, size: int) -> Path:

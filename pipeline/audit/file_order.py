@@ -1,7 +1,7 @@
 """What an entry's neighbours in its replica's files were: the state the §6.1 order checks compare.
 
-The first `mapInArrow` pass of the replay (pipeline.audit.replay): the rows arrive sorted by replica and file
-order (segment base offset, position), a record batch at a time, and leave with FILE_ORDER_COLUMNS added. Lags,
+The first walk of a replay task (pipeline.audit.replay_task): the rows arrive sorted by replica and file order
+(segment base offset, position), a record batch at a time, and leave with FILE_ORDER_COLUMNS added. Lags,
 running maxima and sums restart at every replica; what a replica's rows so far leave for the next batch is a
 `FileOrderCarry` of a few numbers, and the next entry's segment is read from the following batch, so memory
 holds two record batches whatever the replica's size. The window-function definition it must match is kept as
@@ -39,7 +39,7 @@ class FileOrderCarry:
 
 
 def with_file_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The `mapInArrow` function: every row once, in the order received, with FILE_ORDER_COLUMNS added."""
+    """Every row once, in the order received, with FILE_ORDER_COLUMNS added."""
     carry = FileOrderCarry()
     waiting = None  # a batch whose last row's next entry may be the next batch's first
     for batch in batches:

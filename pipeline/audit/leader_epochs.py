@@ -53,11 +53,12 @@ EPOCH_CHECKPOINT_VS_LOG = rule(
 
 
 def _entries(inputs: AuditInputs) -> DataFrame:
-    """Well-formed checkpoint entries of the audited replicas."""
+    """Well-formed checkpoint entries of the audited replicas (each partition's, as `partitions` names it: a
+    row per partition, not a scan of the replay)."""
     return (
         inputs.leader_epochs.where(F.col("problem").isNull())
         .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
-        .join(inputs.batches.select(*TP, "broker_id").distinct(), on=[*TP, "broker_id"], how="inner")
+        .join(inputs.partitions.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner")
     )
 
 

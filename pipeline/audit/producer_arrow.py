@@ -1,6 +1,6 @@
 """Arrow side of the replay's producer pass: the compiled kernel over a sorted stream, a record batch at a time.
 
-The second `mapInArrow` pass of the replay (pipeline.audit.replay): the rows arrive sorted by replica and then
+The second walk of a replay task (pipeline.audit.replay_task): the rows arrive sorted by replica and then
 in producer order (producer id, producer row, base offset, segment, position), so each producer's rows come
 together, in the order the broker appended them. The kernel (pipeline.audit.producer_kernel) walks each record
 batch with the state the previous one left (one producer's, never a replica's), and the rows leave with the
@@ -73,7 +73,7 @@ def version_labels(version_mode: int) -> pa.Array:
 def with_producer_state(
     batches: Iterator[pa.RecordBatch], *, expiration_ms: int, version_mode: int, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    """The `mapInArrow` function: every input row once, with the producer-state columns added."""
+    """Every input row once, with the producer-state columns added."""
     carry = K.ProducerCarry()
     held = HeldRows(schema)
     labels = version_labels(version_mode)

@@ -10,11 +10,9 @@ Two kinds of state are added, so that every rule afterwards reads plain columns 
   transaction, the coordinator epoch, the transaction version (pipeline.audit.producer_kernel).
 
 Shuffles: `prepare_batches` hash-partitions the batches by (cluster, topic, partition) once (the replica is chosen by an
-aggregate joined back by broadcast). Inside those partitions Spark sorts the rows into file order for one
-`mapInArrow` pass (pipeline.audit.file_order), then by producer for a second (pipeline.audit.producer_arrow).
-Both walk the sorted stream a record batch at a time with the state the previous batch left, so the whole
-replay costs one exchange and two sorts (Spark's, which spill), and its Python memory does not grow with the
-size of a partition.
+aggregate joined back by broadcast). One `mapInArrow` pass (pipeline.audit.replay_task) then sorts each task's rows
+itself, into file order and into producer order, and walks each order a chunk at a time with the state the chunk
+before left: the whole replay costs one exchange, and no Spark sort.
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.coordinator_version import with_coordinator_version
-from pipeline.audit.file_order import with_file_order
-from pipeline.audit.producer_arrow import with_producer_state
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
+from pipeline.audit.replay_task import replay_rows
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_OK
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
@@ -41,9 +38,6 @@ TP = ["cluster_id", "topic", "partition"]
 TP_PID = [*TP, "producer_id"]
 PRODUCER = [*TP_PID, "is_producer_row"]  # the rows of one producer's state
 REPLICA = [*TP, "broker_id"]
-ORDER = ["base_offset", "segment_base_offset", "position"]  # a producer's rows in offset order
-PRODUCER_ORDER = ["producer_id", "is_producer_row", *ORDER]  # a replica's rows, one producer after another
-FILE_ORDER = ["segment_base_offset", "position"]  # a replica's rows as its files hold them
 
 
 def topic_matches(patterns: list[str]) -> Column:
@@ -101,31 +95,25 @@ def replica_facts(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
 def replay(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> DataFrame:
     """Every batch of the audited replicas with its file-order and producer state: the `replay` table.
 
-    Sorted inside the partitions `prepare_batches` made (no shuffle) into file order, then into producer order,
-    each followed by a pass that walks the rows a record batch at a time. `transaction_log`, when ingested,
+    Each task of the partitions `prepare_batches` made sorts its rows into file order, then into producer order,
+    and walks each order a chunk at a time (pipeline.audit.replay_task). `transaction_log`, when ingested,
     gives the transaction version the coordinator recorded (pipeline.audit.coordinator_version).
     """
     return replay_pass(batches, settings, transaction_log).frame()
 
 
 def replay_pass(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> ArrowPass:
-    """`replay` as the rows in producer order and its last pass, so that the pass's tasks can write the table
+    """`replay` as the clustered rows and the pass over them, so that the pass's tasks can write the table
     themselves (pipeline.audit.scratch.Scratch.materialise_pass) instead of handing it back to the JVM."""
     rows = replay_input(batches, settings, transaction_log)
-    in_file_order = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields])
-    schema = T.StructType([*in_file_order.fields, *PRODUCER_STATE_COLUMNS.fields])
-    producer_pass = partial(
-        with_producer_state,
+    schema = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
+    replay_pass_function = partial(
+        replay_rows,
         expiration_ms=settings.producer_id_expiration_ms,
         version_mode=0 if settings.transaction_version == "auto" else int(settings.transaction_version),
         schema=to_arrow_schema(schema),
     )
-    in_producer_order = (
-        rows.sortWithinPartitions(*REPLICA, *FILE_ORDER)
-        .mapInArrow(with_file_order, in_file_order)
-        .sortWithinPartitions(*REPLICA, *PRODUCER_ORDER)
-    )
-    return ArrowPass(in_producer_order, producer_pass, schema)
+    return ArrowPass(rows, replay_pass_function, schema)
 
 
 def replay_input(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> DataFrame:

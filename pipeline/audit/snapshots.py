@@ -301,11 +301,14 @@ def SNAPSHOT_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | No
     replayed = inputs.producer_batches
     entries = _audited(inputs, ctx).where((F.col("file_status") == SNAPSHOT_OK) & F.col("producer_id").isNotNull())
     replay_at_x = _replay_state_at_snapshot(entries, replayed)
+    # The producers with a batch below each snapshot offset: those whose first batch is below it (one row per
+    # producer and snapshot, not per batch and snapshot).
     pids_before = (
-        replayed.join(F.broadcast(entries.select(*TP, "snapshot_offset").distinct()), on=TP, how="inner")
-        .where(F.col("base_offset") < F.col("snapshot_offset"))
+        replayed.groupBy(*TP, "producer_id")
+        .agg(F.min("base_offset").alias("first_offset"))
+        .join(F.broadcast(entries.select(*TP, "snapshot_offset").distinct()), on=TP, how="inner")
+        .where(F.col("first_offset") < F.col("snapshot_offset"))
         .select(*TP, "snapshot_offset", "producer_id")
-        .distinct()
     )
     snapshot_side = entries.select(
         *TP,

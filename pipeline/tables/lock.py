@@ -102,7 +102,10 @@ class WarehouseLock:
             current = self._read()
             if current is not None and current.run_id == self.holder.run_id:
                 raise InputError(self.location, "this run already holds the lock")
-            reason = self._stale_reason(current)
+            age = self._age()
+            if age is None:  # released meanwhile: try to create it again, never move what may be another's now
+                continue
+            reason = self._stale_reason(current, age)
             if reason is None:
                 holder = current.describe() if current is not None else "a run that is writing its lock file"
                 raise WarehouseLockedError(
@@ -160,10 +163,7 @@ class WarehouseLock:
             return None
         return time.time() - info.mtime.timestamp()
 
-    def _stale_reason(self, current: Holder | None) -> str | None:
-        age = self._age()
-        if age is None:
-            return "it was just released"
+    def _stale_reason(self, current: Holder | None, age: float) -> str | None:
         if current is None:  # torn or foreign content: the writer died between create and write
             return "its content is unreadable" if age > HEARTBEAT_SECONDS else None
         if current.machine == self.holder.machine and not _running(current.pid):
@@ -181,7 +181,7 @@ class WarehouseLock:
         except OSError:
             return  # another run moved it first; the next create decides
         moved = self._read(aside)
-        if stale is not None and moved is not None and moved.run_id != stale.run_id:
+        if moved is not None and (stale is None or moved.run_id != stale.run_id):
             with suppress(OSError):
                 if self._local:
                     os.link(aside, self._path)  # fails if yet another lock is in place: that one stays

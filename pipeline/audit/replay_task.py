@@ -1,0 +1,77 @@
+"""The replay of one task's rows: the `mapInArrow` function of the replay pass (pipeline.audit.replay).
+
+The rows arrive as the exchange left them: every replica's rows are in this task, in no particular order. The task
+keeps them (pipeline.audit.task_rows), sorts them into file order (replica, segment, position) for the file-order
+state (pipeline.audit.file_order), then into producer order (replica, producer id, producer row, base offset,
+segment, position) for the compiled producer walk (pipeline.audit.producer_arrow), and hands back every row once
+with both kinds of state. Both walks take the rows a chunk at a time with the state the chunk before left.
+
+Memory: the rows themselves (on local disk past `task_rows.HELD_ROWS`), and per row its two sort positions and
+its file-order columns, about 60 bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.audit.file_order import with_file_order
+from pipeline.audit.producer_arrow import with_producer_state
+from pipeline.audit.task_rows import TaskRows, in_order, sort_order
+from schemas.replay import FILE_ORDER_COLUMNS
+
+REPLICA = ["cluster_id", "topic", "partition", "broker_id"]
+FILE_ORDER = ["segment_base_offset", "position"]  # a replica's rows as its files hold them
+ORDER = ["base_offset", "segment_base_offset", "position"]  # a producer's rows in offset order
+PRODUCER_ORDER = ["producer_id", "is_producer_row", *ORDER]  # a replica's rows, one producer after another
+# what the file-order walk reads
+FILE_ORDER_INPUTS = [
+    *REPLICA,
+    "entry_status",
+    "magic",
+    "last_offset",
+    "partition_leader_epoch",
+    "segment_base_offset",
+    "size_bytes",
+]
+
+
+def replay_rows(
+    batches: Iterator[pa.RecordBatch], *, expiration_ms: int, version_mode: int, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Every input row once, with FILE_ORDER_COLUMNS and PRODUCER_STATE_COLUMNS added (`schema`)."""
+    with TaskRows() as kept:
+        for batch in batches:
+            kept.add(batch)
+        rows = kept.table()
+        if rows is None:
+            return
+        file_order = sort_order(rows, [*REPLICA, *FILE_ORDER])
+        neighbours = file_order_state(rows, file_order)
+        del file_order
+        producer_order = sort_order(rows, [*REPLICA, *PRODUCER_ORDER])
+        yield from with_producer_state(
+            _with_neighbours(rows, neighbours, producer_order),
+            expiration_ms=expiration_ms,
+            version_mode=version_mode,
+            schema=schema,
+        )
+
+
+def file_order_state(rows: pa.Table, file_order: np.ndarray) -> pa.Table:
+    """FILE_ORDER_COLUMNS of every row of `rows`, in the rows' own order."""
+    walked = with_file_order(in_order(rows.select(FILE_ORDER_INPUTS), file_order))
+    names = FILE_ORDER_COLUMNS.fieldNames()
+    in_file_order = pa.Table.from_batches([batch.select(names) for batch in walked])
+    back = np.empty_like(file_order)
+    back[file_order] = np.arange(len(file_order))
+    return in_file_order.take(back)
+
+
+def _with_neighbours(rows: pa.Table, neighbours: pa.Table, order: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """`rows` with their file-order columns, in `order`."""
+    schema = pa.schema([*rows.schema, *neighbours.schema])
+    for batch, state in zip(in_order(rows, order), in_order(neighbours, order), strict=True):
+        yield pa.RecordBatch.from_arrays([*batch.columns, *state.columns], schema=schema)
