@@ -13,7 +13,6 @@ size of a partition or of one producer's share of it.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -22,6 +21,7 @@ import pyarrow.compute as pc
 
 from pipeline.audit import producer_kernel as K
 from pipeline.audit.arrow_columns import NONE, flag_values, group_starts, int64_values, key_at
+from pipeline.audit.task_rows import spill_file
 
 # one producer's rows
 GROUP_KEY = ["cluster_id", "topic", "partition", "broker_id", "producer_id", "is_producer_row"]
@@ -109,8 +109,7 @@ class HeldRows:
             self.rows += batch.num_rows
         if self.rows > HELD_ROWS:
             if self.spill is None:
-                handle, path = tempfile.mkstemp(prefix="produce-audit-replay-", suffix=".arrows")
-                os.close(handle)
+                path = spill_file("produce-audit-replay-", ".arrows")
                 self.spill = path, pa.ipc.new_stream(path, self.schema)
             for batch in self.batches:
                 self.spill[1].write_batch(batch)

@@ -9,6 +9,7 @@ themselves are taken a chunk at a time in the order asked for.
 from __future__ import annotations
 
 import os
+import random
 import tempfile
 from collections.abc import Iterator
 
@@ -55,8 +56,7 @@ class TaskRows:
         if not self._held:
             return
         if self._writer is None:
-            handle, self._path = tempfile.mkstemp(prefix="produce-audit-task-", suffix=".arrow")
-            os.close(handle)
+            self._path = spill_file("produce-audit-task-", ".arrow")
             self._writer = pa.ipc.new_file(self._path, self._held[0].schema)
         self._writer.write_table(pa.Table.from_batches(self._held).combine_chunks())
         self._held, self._held_rows = [], 0
@@ -75,6 +75,16 @@ class TaskRows:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def spill_file(prefix: str, suffix: str) -> str:
+    """A new empty local file for rows that do not stay in memory: in one of the executor's local directories
+    (`spark.local.dir`, which Spark hands its Python workers as SPARK_LOCAL_DIRS), where a cluster keeps its
+    spill space; the system's temporary folder otherwise."""
+    folders = [folder for folder in os.environ.get("SPARK_LOCAL_DIRS", "").split(",") if folder]
+    handle, path = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=random.choice(folders) if folders else None)
+    os.close(handle)
+    return path
 
 
 def sort_order(table: pa.Table, keys: list[str]) -> np.ndarray:

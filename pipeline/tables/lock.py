@@ -7,13 +7,14 @@ process is gone (same machine, pid no longer running) or whose heartbeat stopped
 run takes it over, after which it rolls the tables back to their last published versions
 (pipeline.tables.publication).
 
-On a local or POSIX filesystem the file is created with O_EXCL and taken over by an atomic rename, so two
-runs can never both hold it. Object stores without conditional writes get a best-effort lock: write, wait,
-read back.
+On a local or POSIX filesystem the file is created with O_EXCL, and a stale one is removed under an advisory
+lock on the warehouse folder only while it still names the stale run, so two runs can never both hold it. Object
+stores without conditional writes get a best-effort lock: write, wait, read back.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -21,7 +22,8 @@ import secrets
 import socket
 import threading
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -173,20 +175,30 @@ class WarehouseLock:
         return None
 
     def _discard_stale(self, stale: Holder | None) -> None:
-        """Move the stale file aside (of several runs doing this at once, one rename wins); if what moved was
-        a lock another run had just taken in its place, put it back."""
+        """Remove the stale lock file, and nothing a live run put in its place.
+
+        On a local or POSIX filesystem takeovers take turns (an advisory lock on the warehouse folder, which the
+        system releases when a process dies), and each removes the file only if it still names the stale run and
+        is still stale: two runs judging one lock stale can then never remove the lock the first of them took
+        next. Elsewhere the file is moved aside, and put back if what moved was a lock another run had just taken
+        in its place.
+        """
+        if self._local:
+            with _one_at_a_time(self.warehouse):
+                current, age = self._read(), self._age()
+                if age is not None and _same_run(current, stale) and self._stale_reason(current, age) is not None:
+                    with suppress(FileNotFoundError):
+                        self._files.delete_file(self._path)
+            return
         aside = f"{self._path}.stale-{secrets.token_hex(4)}"
         try:
             self._files.move(self._path, aside)
         except OSError:
             return  # another run moved it first; the next create decides
         moved = self._read(aside)
-        if moved is not None and (stale is None or moved.run_id != stale.run_id):
+        if moved is not None and not _same_run(moved, stale):
             with suppress(OSError):
-                if self._local:
-                    os.link(aside, self._path)  # fails if yet another lock is in place: that one stays
-                else:
-                    self._files.move(aside, self._path)
+                self._files.move(aside, self._path)
         with suppress(OSError):
             self._files.delete_file(aside)
 
@@ -205,6 +217,22 @@ class WarehouseLock:
                         out.write(json.dumps(asdict(self.holder), sort_keys=True).encode())
             except OSError as exc:
                 log.warning("could not refresh the warehouse lock %s: %s", self.location, exc)
+
+
+def _same_run(current: Holder | None, stale: Holder | None) -> bool:
+    """Whether the lock file read now is the stale one (an unreadable file stays unreadable)."""
+    return current.run_id == stale.run_id if current is not None and stale is not None else current is stale
+
+
+@contextmanager
+def _one_at_a_time(folder: str) -> Iterator[None]:
+    """An exclusive advisory lock on `folder` (flock) while the block runs."""
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
 
 
 def _running(pid: int) -> bool:
