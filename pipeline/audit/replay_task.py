@@ -17,12 +17,12 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from pipeline.audit.file_order import with_file_order
+from pipeline.audit.file_order import REPLICA_KEY, with_file_order
 from pipeline.audit.producer_arrow import with_producer_state
 from pipeline.audit.task_rows import TaskRows, in_order, sort_order
 from schemas.replay import FILE_ORDER_COLUMNS
 
-REPLICA = ["cluster_id", "topic", "partition", "broker_id"]
+REPLICA = REPLICA_KEY  # one replica of a partition
 FILE_ORDER = ["segment_base_offset", "position"]  # a replica's rows as its files hold them
 ORDER = ["base_offset", "segment_base_offset", "position"]  # a producer's rows in offset order
 PRODUCER_ORDER = ["producer_id", "is_producer_row", *ORDER]  # a replica's rows, one producer after another
