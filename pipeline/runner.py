@@ -262,7 +262,14 @@ def _audit(
     scratch = Scratch(store.spark, f"{store.warehouse}/{SCRATCH_DIR}/{run_id}", stats)
     try:
         audited = run_audit(
-            batches, settings.audit, run_id, scratch, reference_time_ms, empty_tables=empty_tables, **side_files
+            batches,
+            settings.audit,
+            run_id,
+            scratch,
+            reference_time_ms,
+            empty_tables=empty_tables,
+            batch_files=store.files_per_partition("batches"),
+            **side_files,
         )
 
         def write_output(table: str, partition_by: list[str]) -> int:

@@ -16,6 +16,7 @@ docs/engine.md describes the plans and their shuffles.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -50,6 +51,7 @@ from pipeline.audit.replay import TP, TP_PID
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.state import build_state
 from pipeline.config import AuditSettings
+from pipeline.tables.files_per_partition import FileGroup
 from schemas.findings import FINDINGS
 from schemas.global_transactions import GLOBAL_TRANSACTIONS
 from schemas.partition_summary import PARTITION_SUMMARY
@@ -119,6 +121,7 @@ def run_audit(
     scratch: Scratch,
     reference_time_ms: int | None = None,
     empty_tables: frozenset[str] = frozenset(),
+    batch_files: Sequence[FileGroup] | None = None,
     **side_tables: DataFrame | None,
 ) -> AuditResult:
     """Audit `batches`, writing intermediate state under `scratch`.
@@ -127,7 +130,8 @@ def run_audit(
     producer-state snapshots, file problems, checkpoints, leader-epoch checkpoints, decoded `__transaction_state`
     records, transactional offset commits and the record payloads of a deep ingest. Each one given is checked
     against the replay. `empty_tables` names those of them the caller knows hold no rows (from the Delta log),
-    whose frames need no plan.
+    whose frames need no plan. `batch_files` are the files holding `batches` by partition, when known
+    (pipeline.tables.files_per_partition): the replay's tasks then read them instead of Spark exchanging the rows.
     """
     unknown = set(side_tables) - set(SIDE_TABLES)
     if unknown:
@@ -135,7 +139,7 @@ def run_audit(
     ctx = AuditContext(settings, reference_time_ms)
     batches = _in_known_cluster(batches)
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
-    inputs = build_state(batches, side_tables, ctx, scratch)
+    inputs = build_state(batches, side_tables, ctx, scratch, batch_files)
     findings = evaluate_frames(inputs, ctx, scratch, empty_tables)
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(

@@ -51,7 +51,7 @@ def topic_matches(patterns: list[str]) -> Column:
 def prepare_batches(batches: DataFrame, settings: AuditSettings) -> DataFrame:
     """The one exchange: the audited replica's batches clustered by partition (`TP`), with topic kinds and
     the replica's facts (first and last segment, newest timestamp)."""
-    batches = batches.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+    batches = audited_broker(batches)
     facts = F.broadcast(replica_facts(batches, settings.replica_choice))
     return (
         batches.join(facts, on=REPLICA, how="inner")
@@ -60,6 +60,11 @@ def prepare_batches(batches: DataFrame, settings: AuditSettings) -> DataFrame:
         .withColumn("is_coordinator_topic", topic_matches(settings.coordinator_topics))
         .withColumn("is_kraft_topic", topic_matches(settings.kraft_topics))
     )
+
+
+def audited_broker(batches: DataFrame) -> DataFrame:
+    """Rows without a broker id (dumps, exports) as those of broker -1, so that they form one replica."""
+    return batches.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
 
 
 def _glob_to_like(pattern: str) -> str:

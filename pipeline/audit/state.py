@@ -7,30 +7,43 @@ of the batches; `transactions`, `replicas`, `log_starts`, `open_transactions`, `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.hanging import transaction_causes
 from pipeline.audit.replay import replay_pass
+from pipeline.audit.replay_files import replay_files_pass
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.transaction_log import audited_records
 from pipeline.audit.transactions import build_transactions
 from pipeline.audit.txnindex import audited_replicas
 from pipeline.audit.visibility import checkpoint_log_starts, open_transactions, partition_offsets
+from pipeline.tables.files_per_partition import FileGroup
 
 
 def build_state(
-    batches: DataFrame, side: dict[str, DataFrame | None], ctx: AuditContext, scratch: Scratch
+    batches: DataFrame,
+    side: dict[str, DataFrame | None],
+    ctx: AuditContext,
+    scratch: Scratch,
+    batch_files: Sequence[FileGroup] | None = None,
 ) -> AuditInputs:
     """Materialise the state in dependency order, independent tables side by side.
 
-    `side` holds the side tables (absent ones None).
+    `side` holds the side tables (absent ones None). `batch_files`, the files of `batches` by partition, lets the
+    replay's tasks read them themselves (pipeline.audit.replay_files) instead of exchanging the rows.
     """
     settings = ctx.settings
     checkpoints = side.get("checkpoints")
     transaction_log = side.get("transaction_log")
-    replayed = scratch.materialise_pass(replay_pass(batches, settings, transaction_log), "replay")
+    if batch_files:
+        replayed_pass = replay_files_pass(batches, batch_files, settings, transaction_log, scratch)
+    else:
+        replayed_pass = replay_pass(batches, settings, transaction_log)
+    replayed = scratch.materialise_pass(replayed_pass, "replay")
     producer_batches = replayed.where(F.col("is_producer_row"))
     first = scratch.materialise_all(
         {

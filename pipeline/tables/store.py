@@ -27,6 +27,7 @@ from pipeline.tables.backend import (
     normalize_location,
 )
 from pipeline.tables.files import filesystem, remove_tree
+from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.staged_write import OVERWRITE_PARTITIONS, staged_write
 from pipeline.tables.stats import logged_row_count
 
@@ -114,6 +115,10 @@ class TableStore:
         if schema is None or df.columns == schema.fieldNames():  # a snapshot read as files is in order already
             return df
         return df.select(*[column(name) for name in schema.fieldNames()])
+
+    def files_per_partition(self, table: str) -> list[FileGroup] | None:
+        """The files of the latest snapshot by Kafka partition, when the log says which each holds."""
+        return files_per_partition(self.path(table))
 
     def count(self, table: str, partition_values: dict[str, list] | None = None) -> int:
         """Rows of the latest snapshot in the listed partitions (all without), from the log's file statistics.

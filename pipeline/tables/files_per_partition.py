@@ -1,0 +1,55 @@
+"""The data files of a table grouped by Kafka partition, read from the Delta log's file statistics.
+
+`batches` files hold one segment file each, so a file's `partition` statistics name the one Kafka partition it
+holds. Tasks handed the files of whole partitions can read them themselves (pipeline.audit.replay_files) instead of
+Spark reading, exchanging and converting every row. A table where a file holds several partitions (a columnar
+export), or whose files lack the statistics, has no such grouping: None, and the caller reads it with Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from pipeline.tables.snapshot_files import plain_snapshot
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    """Every file holding rows of one topic's partition number, whatever their broker or cluster."""
+
+    topic: str
+    partition: int
+    paths: tuple[str, ...]
+    size_bytes: int
+
+
+def files_per_partition(location: str) -> list[FileGroup] | None:
+    """The latest snapshot's files by (topic, partition); None when some file holds several partitions, or when
+    the log does not say which (no statistics, a reader feature, no `topic` partition column)."""
+    try:
+        table = plain_snapshot(location, None)
+    except Exception:  # a log delta-rs cannot open: Spark reads the table
+        return None
+    if table is None:
+        return None
+    actions = pa.table(table.get_add_actions(flatten=True))
+    needed = ["path", "size_bytes", "num_records", "partition.topic", "min.partition", "max.partition"]
+    if any(name not in actions.column_names for name in needed):
+        return None
+    groups: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    root = location.rstrip("/")
+    columns = (actions.column(name).to_pylist() for name in needed)
+    for path, size, records, topic, low, high in zip(*columns, strict=True):
+        if records == 0:
+            continue
+        if records is None or low is None or low != high or topic is None:
+            return None
+        # Add action paths are relative URIs: percent-decoding gives the folder names as stored.
+        groups.setdefault((topic, low), []).append((f"{root}/{unquote(path)}", size))
+    return [
+        FileGroup(topic, partition, tuple(path for path, _ in files), sum(size for _, size in files))
+        for (topic, partition), files in sorted(groups.items())
+    ]

@@ -1,0 +1,111 @@
+"""The replay's tasks reading the `batches` files themselves (pipeline.audit.replay_files) give exactly the replay
+the exchange path gives, row for row and column for column; and the files are grouped by partition only when the
+Delta log says which partition each file holds."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import write_deltalake
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+import schemas
+from pipeline.audit.replay import replay_pass
+from pipeline.audit.replay_files import replay_files_pass, task_files
+from pipeline.cli import main
+from pipeline.config import AuditSettings
+from pipeline.generate.options import GenerateOptions
+from pipeline.generate.simulation import write_log_root
+from pipeline.tables.files_per_partition import FileGroup, files_per_partition
+from pipeline.tables.store import TableStore
+
+
+def _known_cluster(df):
+    return df.withColumn("cluster_id", F.coalesce("cluster_id", F.lit("")))
+
+
+def _ingested(spark, warehouse: Path, inputs: list[str]) -> TableStore:
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert (
+            main(["ingest", *[arg for path in inputs for arg in ("--input", path)], "--warehouse", str(warehouse)]) == 0
+        )
+    return TableStore(spark, str(warehouse))
+
+
+def _assert_same_replay(spark, store: TableStore, settings: AuditSettings, scratch, versions=None) -> tuple[int, int]:
+    batches = _known_cluster(store.read("batches", schema=schemas.BATCHES))
+    transaction_log = None
+    if store.exists("transaction_log"):
+        transaction_log = _known_cluster(store.read("transaction_log", schema=schemas.TRANSACTION_LOG))
+        if versions is not None:
+            transaction_log = transaction_log.withColumn("client_transaction_version", versions)
+    files = store.files_per_partition("batches")
+    assert files, "every file of an ingested log dir holds one partition"
+    stage = scratch("replay-files")
+    exchanged = stage.materialise_pass(replay_pass(batches, settings, transaction_log), "exchanged")
+    from_files = stage.materialise_pass(
+        replay_files_pass(batches, files, settings, transaction_log, stage), "from_files"
+    )
+    assert from_files.schema == exchanged.schema
+    assertDataFrameEqual(from_files, exchanged)
+    versions = from_files.where(F.col("coordinator_version").isNotNull()).count()
+    return from_files.count(), versions
+
+
+def test_same_replay_as_the_exchange_on_generated_logs(spark, tmp_path, scratch):
+    root = tmp_path / "root"
+    write_log_root(GenerateOptions(out=root, batches=3000, anomaly_rate=0.05, segment_bytes=16 * 1024))
+    store = _ingested(spark, tmp_path / "wh", [str(root)])
+    settings = AuditSettings(compacted_topics=["*-changelog"])
+    # few rows per task and per read, so tasks hold several partitions and files span several reads
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    try:
+        # the generator's coordinator records carry no client version: TV2 at even epochs, TV1 at odd ones
+        versions = F.when(F.col("producer_epoch") % 2 == 0, 2).otherwise(1)
+        rows, with_version = _assert_same_replay(spark, store, settings, scratch, versions)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+    assert rows > 3000
+    assert with_version > 0, "the generated root's __transaction_state gives coordinator versions"
+
+
+def test_same_replay_as_the_exchange_on_real_broker_dirs(spark, realdata, tmp_path, scratch):
+    dirs = sorted(str(path) for path in (realdata / "broker-segments").glob("[!_]*") if path.is_dir())
+    store = _ingested(spark, tmp_path / "wh", dirs)
+    rows, _ = _assert_same_replay(spark, store, AuditSettings(), scratch)
+    assert rows > 0
+
+
+def _delta_batches(location: Path, partitions_per_file: list[list[int]]) -> None:
+    for partitions in partitions_per_file:
+        rows = pa.table({"topic": ["t"] * len(partitions), "partition": pa.array(partitions, pa.int32())})
+        write_deltalake(str(location), rows, partition_by=["topic"], mode="append")
+
+
+def test_files_are_grouped_by_the_partition_their_statistics_name(tmp_path):
+    _delta_batches(tmp_path / "one_each", [[0, 0], [1], [0]])
+    groups = files_per_partition(str(tmp_path / "one_each"))
+    assert [(group.topic, group.partition, len(group.paths)) for group in groups] == [("t", 0, 2), ("t", 1, 1)]
+    assert all(Path(path).is_file() for group in groups for path in group.paths)
+
+
+def test_a_file_of_several_partitions_leaves_the_rows_to_spark(tmp_path):
+    _delta_batches(tmp_path / "mixed", [[0], [0, 1]])
+    assert files_per_partition(str(tmp_path / "mixed")) is None
+    assert files_per_partition(str(tmp_path / "no_table")) is None
+
+
+def test_tasks_get_whole_partitions_and_about_the_same_bytes():
+    groups = [
+        FileGroup("t", number, (f"f{number}a", f"f{number}b"), size) for number, size in enumerate([9, 5, 4, 3, 3])
+    ]
+    tasks = task_files(groups, 2)
+    assert sorted(path for task in tasks for _, path in task) == sorted(path for g in groups for path in g.paths)
+    sizes = {path: group.size_bytes for group in groups for path in group.paths}
+    loads = sorted(sum(sizes[path] for _, path in task) // 2 for task in tasks)
+    assert loads == [12, 12]
+    assert len(task_files(groups, 8)) == len(groups)
