@@ -260,6 +260,12 @@ def _audit(
         log.info("deep mode off: the payload rules (PAY-*) are skipped; ingest with --deep to run them")
     stats = PlanStats()
     scratch = Scratch(store.spark, f"{store.warehouse}/{SCRATCH_DIR}/{run_id}", stats)
+    batch_files = store.files_per_partition("batches")
+    result.counts["plan.replay_read_files"] = int(bool(batch_files))
+    if batch_files:
+        log.info("replay: its tasks read the %d partitions' files themselves", len(batch_files))
+    else:
+        log.info("replay: the batches are exchanged by partition (a file of `batches` holds several, or is unnamed)")
     try:
         audited = run_audit(
             batches,
@@ -268,7 +274,7 @@ def _audit(
             scratch,
             reference_time_ms,
             empty_tables=empty_tables,
-            batch_files=store.files_per_partition("batches"),
+            batch_files=batch_files,
             **side_files,
         )
 

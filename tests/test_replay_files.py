@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -22,6 +23,7 @@ from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.store import TableStore
+from schemas.batches import STATUS_OK
 
 
 def _known_cluster(df):
@@ -109,3 +111,29 @@ def test_tasks_get_whole_partitions_and_about_the_same_bytes():
     loads = sorted(sum(sizes[path] for _, path in task) // 2 for task in tasks)
     assert loads == [12, 12]
     assert len(task_files(groups, 8)) == len(groups)
+
+
+def _run_counts(warehouse: Path, inputs: list[str]) -> dict[str, int]:
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["run", *[arg for path in inputs for arg in ("--input", path)], "--warehouse", str(warehouse)]) in (
+            0,
+            1,
+        )
+    runs = DeltaTable(str(warehouse / "runs")).to_pyarrow_table()
+    return dict(runs.column("counts")[runs.num_rows - 1].as_py())
+
+
+def test_a_run_says_which_way_its_replay_read_the_batches(spark, tmp_path):
+    sample = Path(__file__).resolve().parent.parent / "samples" / "basic"
+    assert _run_counts(tmp_path / "segments", [str(sample)])["plan.replay_read_files"] == 1
+    # an export whose rows of two partitions name one source file: its `batches` file holds both
+    rows = [
+        {"topic": "t", "partition": partition, "entry_status": STATUS_OK, "segment_base_offset": 0, "position": 0,
+         "source_file": "/export/t.log", "source_format": "segments", "magic": 2, "base_offset": 0, "last_offset": 0}
+        for partition in (0, 1)
+    ]  # fmt: skip
+    export = tmp_path / "export.jsonl"
+    export.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    counts = _run_counts(tmp_path / "mixed", [str(export)])
+    assert counts["plan.replay_read_files"] == 0
+    assert counts["batches"] == 2
