@@ -17,6 +17,8 @@ Sections:
   baseline  the product against benchmarks/baseline_replay.py on the same files, on local[1] and local[2],
             --repeats pairs at each --baseline-sizes
   recall    the findings of the second --sizes run (the scale section's, when it ran) against the ground truth
+  skew      `run` at the first --sizes with one producer writing half of one partition (`generate --hot-producer`),
+            against the same size without it, and the recall of both
 """
 
 from __future__ import annotations
@@ -344,6 +346,38 @@ def section_recall(report: Report, work: Path, size: int) -> None:
     )
 
 
+def section_skew(report: Report, work: Path, size: int) -> None:
+    from pipeline.generate.recall import compare_with_findings
+
+    rows = []
+    for label, root, extra in (
+        ("spread", work / f"gen-{size}", ()),
+        ("one hot producer", work / f"gen-{size}-hot", ("--hot-producer",)),
+    ):
+        generate(root, size, *extra)
+        warehouse = work / f"wh-skew-{size}"
+        sample = fresh_run(broker_dirs(root), warehouse, generated_conf(work))
+        outcome = compare_with_findings(root, warehouse)
+        rows.append(
+            [
+                label,
+                f"{sample.wall:.0f} s",
+                f"{sample.wall / size * 1e6:.1f} µs",
+                f"{sample.peak_rss_mib:.0f} MiB",
+                f"{sample.peak_tree_mib:.0f} MiB",
+                f"{len(outcome['missed'])} missed, {len(outcome['unexplained'])} unexplained",
+                load(),
+            ]
+        )
+    report.section(
+        f"Skew: one producer holding half of one partition ({size:,} batches, one run each)",
+        "`generate --hot-producer` adds an idempotent producer that writes as many of one partition's batches as all "
+        "the others together; the same root without it for comparison. Recall: the injected anomalies the run "
+        "missed, and its findings at WARN or above that no injection explains.",
+    )
+    report.table(["producers", "run wall", "per batch", "peak RSS", "all processes", "recall", "load after"], rows)
+
+
 def write_report(report: Report) -> None:
     text = BENCHMARKS_MD.read_text()
     body = "\n".join([START, "## Audit engine (`benchmarks/engine_suite.py`)", *report.lines, "", END])
@@ -385,6 +419,8 @@ def main() -> None:
         section_baseline(report, args.work, baseline_sizes, args.repeats)
     if "recall" in sections:
         section_recall(report, args.work, sizes[min(1, len(sizes) - 1)])
+    if "skew" in sections:
+        section_skew(report, args.work, sizes[0])
     report.lines += [
         "",
         f"The suite took {(time.perf_counter() - started) / 60:.0f} minutes; load at the end {load()}.",

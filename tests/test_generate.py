@@ -217,3 +217,21 @@ def test_the_audit_finds_every_injected_anomaly_and_nothing_else(spark, anomalou
     }
     assert broken and broken <= torn
     assert torn <= {row["producer_id"] for row in truth}
+
+
+def test_a_hot_producer_writes_half_of_one_partition(tmp_path):
+    root = _generate(tmp_path / "hot", batches=3000, hot_producer=True)
+    by_partition: dict[str, Counter] = {}
+    for path, table, _ in _batches(root):
+        if path.parent.name.startswith("__"):
+            continue
+        counts = by_partition.setdefault(path.parent.name, Counter())
+        counts.update(
+            pid
+            for pid, control in zip(table["producer_id"].to_pylist(), table["is_control"].to_pylist(), strict=True)
+            if not control
+        )
+    shares = {name: max(counts.values()) / sum(counts.values()) for name, counts in by_partition.items()}
+    hot = max(shares, key=shares.get)
+    assert 0.4 < shares[hot] < 0.6, shares
+    assert sorted(shares.values())[-2] < 0.3, shares  # the other partitions keep their many producers

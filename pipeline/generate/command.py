@@ -72,6 +72,11 @@ def add_generate_command(commands) -> argparse.ArgumentParser:
         metavar="BYTES",
         help=f"roll segments at this size (default {defaults.DEFAULT_SEGMENT_BYTES})",
     )
+    parser.add_argument(
+        "--hot-producer",
+        action="store_true",
+        help="skew: one more idempotent producer writes half of the batches of one partition",
+    )
     return parser
 
 
@@ -85,6 +90,7 @@ def run_command(args: argparse.Namespace) -> int:
         seed=args.seed,
         anomaly_rate=args.anomaly_rate,
         segment_bytes=args.segment_bytes,
+        hot_producer=args.hot_producer,
     )
     problems = options.problems()
     if problems:
@@ -115,6 +121,7 @@ def run_command(args: argparse.Namespace) -> int:
         "anomalies_skipped": dict(sorted(simulation.anomalies.skipped.items())),
         "ground_truth": str(options.out / FILE_NAME),
         "compacted_topics": [COMPACTED_TOPICS_GLOB],
+        "hot_producer": None if simulation.hot is None else simulation.hot.pid,
     }
     print(json.dumps(report, indent=2))
     return 0

@@ -24,6 +24,8 @@ class GenerateOptions:
     seed: int = DEFAULT_SEED
     anomaly_rate: float = DEFAULT_ANOMALY_RATE
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    # skew: one more idempotent producer writes half of the batches of one (not compacted) partition
+    hot_producer: bool = False
 
     def problems(self) -> list[str]:
         """What makes these options unusable, in words for the command line."""

@@ -70,6 +70,7 @@ class Simulation:
         self._event_count = 0
         self._next_pid = 1000 * self.rng.between(1, 40)
         self.producers = self._producers()
+        self.hot = self._hot_producer() if options.hot_producer else None
         self.active: list[Producer] = list(self.producers)
         self.retired: set[Producer] = set()
         self._leader_changes = sorted(
@@ -107,6 +108,12 @@ class Simulation:
             targets = by_topic[topics[index % len(topics)]]
             producers.append(IdempotentProducer(self.new_pid(), 0, targets, wraps=index % WRAPPING_EVERY == 1))
         return rng.sample(producers, len(producers))
+
+    def _hot_producer(self) -> IdempotentProducer:
+        """A producer of one partition, outside the drawn ones (no anomaly is injected into it): drawn instead of
+        them at 1 step in P+1, it writes as many of its partition's batches as the others together."""
+        plain = next(partition for partition in self.partitions if not partition.compacted)
+        return IdempotentProducer(self.new_pid(), 0, [plain], wraps=False)
 
     # --- timers -------------------------------------------------------------------------------------------
 
@@ -157,8 +164,11 @@ class Simulation:
                 anomalies.at_step()
             while changes and changes[0][0] <= step:
                 self.partitions[changes.pop(0)[1]].bump_leader_epoch()
-            active = self.active
-            active[rng.below(len(active))].send(self)
+            hot, active = self.hot, self.active
+            if hot is not None and rng.below(len(self.partitions) + 1) == 0:
+                hot.send(self)
+            else:
+                active[rng.below(len(active))].send(self)
         self.finish()
 
     def finish(self) -> None:
