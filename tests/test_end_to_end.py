@@ -75,6 +75,7 @@ def test_run_over_many_log_dirs_with_side_files(generated_root, tmp_path, spark)
 
     assert_finished_within_bounds(completed, warehouse)
     assert completed.returncode == 1  # anomalies were injected
+    assert last_run_counts(warehouse)["plan.replay_read_files"] == 1  # the replay's tasks read the batches files
     summary = DeltaTable(str(warehouse / "partition_summary")).to_pyarrow_table()
     assert summary.num_rows >= 50
     outcome = compare_with_findings(generated_root, warehouse)
@@ -98,6 +99,7 @@ def test_run_over_every_real_broker_dir(realdata, tmp_path):
     # by brokers without meta.properties, so one run reads them as replicas of one partition. Each dir alone is
     # clean (tests/test_realdata_audit.py audits them apart); here the point is that the run finishes.
     assert_finished_within_bounds(completed, warehouse)
+    assert last_run_counts(warehouse)["plan.replay_read_files"] == 1
     summary = DeltaTable(str(warehouse / "partition_summary")).to_pyarrow_table()
     assert summary.num_rows >= 9
 

@@ -123,10 +123,9 @@ def _run_counts(warehouse: Path, inputs: list[str]) -> dict[str, int]:
     return dict(runs.column("counts")[runs.num_rows - 1].as_py())
 
 
-def test_a_run_says_which_way_its_replay_read_the_batches(spark, tmp_path):
-    sample = Path(__file__).resolve().parent.parent / "samples" / "basic"
-    assert _run_counts(tmp_path / "segments", [str(sample)])["plan.replay_read_files"] == 1
-    # an export whose rows of two partitions name one source file: its `batches` file holds both
+def test_a_file_of_several_partitions_sends_the_run_through_the_exchange(spark, tmp_path):
+    """The runs over log dirs read their files (tests/test_end_to_end.py); an export whose rows of two partitions
+    name one source file gives a `batches` file holding both, and the run exchanges its rows instead."""
     rows = [
         {"topic": "t", "partition": partition, "entry_status": STATUS_OK, "segment_base_offset": 0, "position": 0,
          "source_file": "/export/t.log", "source_format": "segments", "magic": 2, "base_offset": 0, "last_offset": 0}

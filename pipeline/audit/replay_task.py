@@ -23,8 +23,10 @@ from pipeline.audit.task_rows import TaskRows, in_order, sort_order
 from schemas.replay import FILE_ORDER_COLUMNS
 
 REPLICA = REPLICA_KEY  # one replica of a partition
-FILE_ORDER = ["segment_base_offset", "position"]  # a replica's rows as its files hold them
-ORDER = ["base_offset", "segment_base_offset", "position"]  # a producer's rows in offset order
+# The source file breaks ties: log dirs without meta.properties can hold copies of one replica (broker -1), and
+# their rows must come in one order whichever way they reached the task.
+FILE_ORDER = ["segment_base_offset", "position", "source_file"]  # a replica's rows as its files hold them
+ORDER = ["base_offset", "segment_base_offset", "position", "source_file"]  # a producer's rows in offset order
 PRODUCER_ORDER = ["producer_id", "is_producer_row", *ORDER]  # a replica's rows, one producer after another
 # what the file-order walk reads
 FILE_ORDER_INPUTS = [
