@@ -159,6 +159,13 @@ def _input_rows(
     for kind, value in zip(TOPIC_KINDS, topic_kinds, strict=True):
         rows = rows.append_column(kind, _repeated(pa.scalar(value), count))
     rows = rows.append_column("coordinator_version", _coordinator_version(rows, versions))
+    for name, values in _flags(rows).items():
+        rows = rows.append_column(name, values)
+    return pa.Table.from_arrays([rows[field.name].cast(field.type) for field in schema], schema=schema)
+
+
+def _flags(rows: pa.Table) -> dict[str, pa.ChunkedArray]:
+    """`replay_input`'s per-row flags, in Arrow's three-valued logic as Spark's columns are in Spark's."""
     is_control = rows["is_control"]
     producer_row = pc.and_kleene(
         pc.and_kleene(pc.equal(rows["entry_status"], STATUS_OK), pc.equal(rows["magic"], 2)),
@@ -168,21 +175,18 @@ def _input_rows(
         ),
     )
     control_type = rows["control_type"]
-    is_commit_or_abort = pc.if_else(
+    is_commit_or_abort = pc.if_else(  # Spark's IN is null for a null value
         pc.is_null(control_type),
         pa.scalar(None, pa.bool_()),
         pc.is_in(control_type, value_set=pa.array([CONTROL_ABORT, CONTROL_COMMIT], control_type.type)),
     )
-    added = {
+    return {
         "is_producer_row": pc.fill_null(producer_row, False),
         "in_first_segment": pc.equal(rows["segment_base_offset"], rows["first_segment_base_offset"]),
         "in_last_segment": pc.equal(rows["segment_base_offset"], rows["last_segment_base_offset"]),
         "is_data": pc.invert(is_control),
         "is_marker": pc.and_kleene(is_control, is_commit_or_abort),
     }
-    for name, values in added.items():
-        rows = rows.append_column(name, values)
-    return pa.Table.from_arrays([rows[field.name].cast(field.type) for field in schema], schema=schema)
 
 
 def _coordinator_version(rows: pa.Table, versions: pa.Table | None) -> pa.ChunkedArray | pa.Array:

@@ -1,10 +1,11 @@
 """The replay of one task's rows: the `mapInArrow` function of the replay pass (pipeline.audit.replay).
 
-The rows arrive as the exchange left them: every replica's rows are in this task, in no particular order. The task
-keeps them (pipeline.audit.task_rows), sorts them into file order (replica, segment, position) for the file-order
+The rows arrive in no particular order, read from the task's files (pipeline.audit.replay_files) or as the
+exchange left them: every replica of the task's partitions is in it. The task keeps them
+(pipeline.audit.task_rows), sorts them into file order (replica, segment, position, source file) for the file-order
 state (pipeline.audit.file_order), then into producer order (replica, producer id, producer row, base offset,
-segment, position) for the compiled producer walk (pipeline.audit.producer_arrow), and hands back every row once
-with both kinds of state. Both walks take the rows a chunk at a time with the state the chunk before left.
+segment, position, source file) for the compiled producer walk (pipeline.audit.producer_arrow), and hands back every
+row once with both kinds of state. Both walks take the rows a chunk at a time with the state the chunk before left.
 
 Memory: the rows themselves (on local disk past `task_rows.HELD_ROWS`), and per row its two sort positions and
 its file-order columns, about 60 bytes.
