@@ -90,7 +90,17 @@ def spill_file(prefix: str, suffix: str) -> str:
 def sort_order(table: pa.Table, keys: list[str]) -> np.ndarray:
     """The row indices of `table` sorted by `keys` ascending, nulls first (as Spark sorts), ties kept in order."""
     sort_keys = [(key, "ascending", "at_start") for key in keys]
-    return pc.sort_indices(table.select(keys).combine_chunks(), sort_keys=sort_keys).to_numpy().astype(np.int64)
+    ranked = pa.table({key: _ranked(table[key]) for key in keys}).combine_chunks()
+    return pc.sort_indices(ranked, sort_keys=sort_keys).to_numpy().astype(np.int64)
+
+
+def _ranked(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A text column as each value's rank among its distinct values (null stays null): the same order, in four bytes
+    a row, so that sorting by a file path does not copy every row's path into memory."""
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return column
+    distinct = pc.unique(column).drop_null()
+    return pc.index_in(column, value_set=distinct.take(pc.sort_indices(distinct)))
 
 
 def in_order(table: pa.Table, order: np.ndarray) -> Iterator[pa.RecordBatch]:
