@@ -136,6 +136,7 @@ def _execute(args: argparse.Namespace) -> int:
     # Spark and the table store are imported here so that --help and argument errors answer at once.
     from pyspark.sql import SparkSession
 
+    from pipeline.compilers import expected_batches
     from pipeline.reports.summary import render_text
     from pipeline.session import build_session
     from pipeline.tables.lock import WarehouseLock
@@ -149,7 +150,8 @@ def _execute(args: argparse.Namespace) -> int:
     lock = WarehouseLock(settings.warehouse, run_id, args.command) if args.command in WRITER_COMMANDS else None
     owns_session = SparkSession.getActiveSession() is None
     with terminated_as_error(owns_session), lock if lock is not None else nullcontext():
-        spark = build_session(settings)
+        batches = expected_batches(args.command, getattr(args, "inputs", None) or [], settings.warehouse)
+        spark = build_session(settings, batches if owns_session else None)
         try:
             store = TableStore(spark, settings.warehouse, backend=settings.delta.backend)
             log.info("%s %s started (Delta backend: %s)", args.command, run_id, store.backend_name)

@@ -24,6 +24,7 @@ class SparkSettings(_Strict):
     app_name: str = "produce-audit"
     conf: dict[str, str] = Field(default_factory=dict)
     small_input_batches: int = Field(50_000, ge=0)  # pipeline.small_inputs; 0 = always Spark's own settings
+    optimising_compiler_batches: int = Field(4_000_000, ge=0)  # pipeline.compilers; 0 = the shipped options always
 
 
 class DeltaSettings(_Strict):

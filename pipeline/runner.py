@@ -25,6 +25,8 @@ from pipeline import __version__
 from pipeline.audit.engine import SIDE_TABLES, run_audit
 from pipeline.audit.registry import SEVERITIES
 from pipeline.audit.scratch import Scratch
+from pipeline.class_archive import JAVA_OPTIONS
+from pipeline.compilers import runs_optimising
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.ingest import distinct_topics, ingest_inputs
@@ -256,6 +258,8 @@ def _audit(
     # Rows counted from the Delta log: a side table without any for the topics needs no frame plan of its own.
     empty_tables = frozenset(table for table in side_files if store.count(table, {"topic": topics}) == 0)
     result.counts["deep"] = int(deep)
+    java_options = store.spark.sparkContext.getConf().get(JAVA_OPTIONS, "")
+    result.counts["plan.optimising_compiler"] = int(runs_optimising(java_options))
     if not deep:
         log.info("deep mode off: the payload rules (PAY-*) are skipped; ingest with --deep to run them")
     stats = PlanStats()

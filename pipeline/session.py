@@ -11,6 +11,7 @@ from typing import TextIO
 from pyspark.sql import SparkSession
 
 from pipeline.class_archive import JAVA_OPTIONS, with_archive
+from pipeline.compilers import with_compilers_for
 from pipeline.config import Settings
 from pipeline.delta_jars import session_conf
 from pipeline.local_fs import with_local_fs
@@ -20,8 +21,9 @@ log = logging.getLogger(__name__)
 PROGRESS_BAR = "spark.ui.showConsoleProgress"
 
 
-def build_session(settings: Settings) -> SparkSession:
-    """Reuse the active session (spark-submit, Databricks, tests) or build one from settings."""
+def build_session(settings: Settings, expected_batches: int | None = None) -> SparkSession:
+    """Reuse the active session (spark-submit, Databricks, tests) or build one from settings; a JVM started here
+    for about `expected_batches` batches gets the compilers that size pays for (pipeline.compilers)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -34,7 +36,9 @@ def build_session(settings: Settings) -> SparkSession:
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # else spark-submit started the JVM, with its jars (spark-submit.sh)
         conf = session_conf(conf, settings.delta.backend)
         conf = with_local_fs(conf, settings.spark.master or "")
-    conf[JAVA_OPTIONS] = with_archive(conf.get(JAVA_OPTIONS, ""))  # the JVM starts here: let it map the archive
+    threshold = settings.spark.optimising_compiler_batches
+    java_options = with_compilers_for(conf.get(JAVA_OPTIONS, ""), expected_batches, threshold)
+    conf[JAVA_OPTIONS] = with_archive(java_options)  # the JVM starts here: let it map the archive
     conf = with_progress_bar(conf, sys.stderr)
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -96,8 +96,11 @@ def test_a_run_killed_after_its_findings_commit_leaves_readers_on_the_previous_r
     summary.pop("run"), again.pop("run")
     assert again == summary
 
-    rerun = cli("run", "--input", str(root), "--warehouse", str(warehouse), "--full")
+    both_compilers = warehouse.parent / "both-compilers.yaml"  # a rerun sized as a large log: the same rows
+    both_compilers.write_text("spark:\n  optimising_compiler_batches: 1\n")
+    rerun = cli("run", "--input", str(root), "--warehouse", str(warehouse), "--full", "--conf", str(both_compilers))
     assert rerun.returncode == 1, rerun.stderr[-2000:]
+    assert dict(_published(warehouse)["counts"])["plan.optimising_compiler"] == 1
     assert "taking over the lock" in rerun.stderr and "unfinished run: restored findings" in rerun.stderr
     assert _published(warehouse)["run_id"] != published["run_id"]
     assert _published_rows(warehouse) == before
