@@ -139,7 +139,7 @@ def run_audit(
     ctx = AuditContext(settings, reference_time_ms)
     batches = _in_known_cluster(batches)
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
-    inputs = build_state(batches, side_tables, ctx, scratch, batch_files)
+    inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables)
     findings = evaluate_frames(inputs, ctx, scratch, empty_tables)
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(

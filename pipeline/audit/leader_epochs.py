@@ -78,7 +78,7 @@ def _located(
 
 
 def _at_first_batch(rows: DataFrame) -> DataFrame:
-    """Rows located at the `first` batch struct of `_first_batch_per_epoch`."""
+    """Rows located at the `first` batch struct of `epoch_starts`."""
     first = F.col("first")
     return _located(rows, first["base_offset"], first["last_offset"], first["source_file"], first["position"])
 
@@ -135,7 +135,9 @@ def _retained_v2(prepared: DataFrame, offsets: DataFrame) -> DataFrame:
     )
 
 
-def _first_batch_per_epoch(prepared: DataFrame, offsets: DataFrame) -> DataFrame:
+def epoch_starts(prepared: DataFrame, offsets: DataFrame) -> DataFrame:
+    """The first retained batch (`first`) of every leader epoch of every replica: state both leader-epoch frames
+    read (pipeline.audit.state), so the replay is aggregated to it once."""
     first = F.min(F.struct("base_offset", "last_offset", "source_file", "position"))
     return (
         _retained_v2(prepared, offsets)
@@ -150,12 +152,12 @@ def EPOCH_CHECKPOINT_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFram
 
     Located at that batch; the checkpoint file is in `checkpoint`.
     """
-    if inputs.leader_epochs is None:
+    if inputs.epoch_starts is None:  # no leader-epoch checkpoints
         return None
     rows = (
         _entries(inputs)
         .select(*TP, "broker_id", "epoch", "start_offset", "line", F.col("source_file").alias("checkpoint"))
-        .join(_first_batch_per_epoch(inputs.batches, inputs.partitions), on=[*TP, "broker_id", "epoch"], how="inner")
+        .join(inputs.epoch_starts, on=[*TP, "broker_id", "epoch"], how="inner")
         .where(F.col("start_offset") >= F.col("log_start_offset"))
     )
     return _at_first_batch(rows)
@@ -184,7 +186,7 @@ def LOG_EPOCHS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # n
 
     `listed`: the checkpoint lists the epoch; `listed_epochs` are the epochs it lists.
     """
-    if inputs.leader_epochs is None:
+    if inputs.epoch_starts is None:  # no leader-epoch checkpoints
         return None
     entries = _entries(inputs)
     listed = entries.select(*TP, "broker_id", "epoch").distinct().withColumn("listed", F.lit(True))
@@ -192,8 +194,7 @@ def LOG_EPOCHS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # n
         F.first("source_file").alias("checkpoint"), F.sort_array(F.collect_set("epoch")).alias("listed_epochs")
     )
     rows = (
-        _first_batch_per_epoch(inputs.batches, inputs.partitions)
-        .join(checkpointed, on=[*TP, "broker_id"], how="inner")
+        inputs.epoch_starts.join(checkpointed, on=[*TP, "broker_id"], how="inner")
         .join(listed, on=[*TP, "broker_id", "epoch"], how="left")
         .withColumn("listed", F.coalesce("listed", F.lit(False)))
     )

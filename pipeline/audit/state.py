@@ -2,7 +2,8 @@
 
 `replay` (every entry with file-order and producer state, pipeline.audit.replay) is computed with one exchange
 of the batches; `transactions`, `replicas`, `log_starts`, `open_transactions`, `partitions`,
-`transaction_causes` and `coordinator_records` are aggregates and joins of it, each a small plan over scans.
+`transaction_causes`, `coordinator_records` and `epoch_starts` are aggregates and joins of it, each a small
+plan over scans.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.hanging import transaction_causes
+from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import replay_files_pass
 from pipeline.audit.scratch import Scratch
@@ -30,11 +32,13 @@ def build_state(
     ctx: AuditContext,
     scratch: Scratch,
     batch_files: Sequence[FileGroup] | None = None,
+    empty_tables: frozenset[str] = frozenset(),
 ) -> AuditInputs:
     """Materialise the state in dependency order, independent tables side by side.
 
     `side` holds the side tables (absent ones None). `batch_files`, the files of `batches` by partition, lets the
-    replay's tasks read them themselves (pipeline.audit.replay_files) instead of exchanging the rows.
+    replay's tasks read them themselves (pipeline.audit.replay_files) instead of exchanging the rows. State that
+    only the frames of a side table read is not built when `empty_tables` names it.
     """
     settings = ctx.settings
     checkpoints = side.get("checkpoints")
@@ -67,6 +71,10 @@ def build_state(
             "transaction_causes": lambda: transaction_causes(open_txns, transactions, records),
         }
     )
+    leader_epochs = side.get("leader_epochs")
+    starts = None
+    if leader_epochs is not None and "leader_epochs" not in empty_tables:
+        starts = scratch.materialise(epoch_starts(replayed, last["partitions"]), "epoch_starts")
     return AuditInputs(
         batches=replayed,
         producer_batches=producer_batches,
@@ -77,11 +85,12 @@ def build_state(
         all_batches=batches,
         transaction_causes=last["transaction_causes"],
         coordinator_records=records,
+        epoch_starts=starts,
         txn_index=side.get("txn_index"),
         producer_snapshots=side.get("producer_snapshots"),
         file_problems=side.get("file_problems"),
         checkpoints=checkpoints,
-        leader_epochs=side.get("leader_epochs"),
+        leader_epochs=leader_epochs,
         offset_commits=side.get("offset_commits"),
         payloads=side.get("payloads"),
     )
