@@ -9,12 +9,12 @@ columns for every producer row.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import SEQ_SPAN
+from pipeline.audit.columns import SEQ_SPAN, window_cleared
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT, DUPLICATE_WINDOW, WRAP_JUMP
-from pipeline.audit.replay import PRODUCER
+from pipeline.audit.replay import PRODUCER, TP
 from pipeline.audit.replay_task import FILE_ORDER, ORDER, REPLICA
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_LEGACY, STATUS_OK
@@ -205,3 +205,119 @@ def _with_transaction_version(df: DataFrame, settings: AuditSettings) -> DataFra
     tv2_before = F.coalesce(F.max(tv2_commit | (recorded == 2)).over(before), F.lit(False))
     is_tv2 = F.coalesce(recorded == 2, tv2_before)
     return df.withColumns({"transaction_version": version, "is_tv2": is_tv2}).drop("_recorded")
+
+
+# Columns that depend on the entry's open transaction: a (snapshot, producer) with several entries has any of them.
+PER_TRANSACTION_START = ("txn_starts_at_f", "marker_between_f_and_x")
+
+
+def snapshot_states(entries: DataFrame, replayed: DataFrame) -> DataFrame:
+    """Per snapshot entry, the replay's state of its producer from the batches below the snapshot offset, as a
+    window (pipeline.audit.snapshot_states computes it from the replay's files).
+
+    An as-of lookup: the producer's rows and its snapshot offsets are sorted together by offset, and each offset
+    takes the running values of the rows before it. Joining every row with every snapshot of its partition would
+    grow with the number of segments times the number of batches.
+    """
+    keys = entries.select(*TP, "producer_id", "snapshot_offset", "current_txn_first_offset").distinct()
+    rows = replayed.join(
+        F.broadcast(keys.select(*TP, "producer_id").distinct()), on=[*TP, "producer_id"], how="left_semi"
+    )
+    txn_starts = (
+        rows.where(F.col("is_data") & F.col("is_transactional"))
+        .select(*TP, "producer_id", F.col("base_offset").alias("current_txn_first_offset"))
+        .distinct()
+        .withColumn("txn_starts_at_f", F.lit(True))
+    )
+    is_row = F.col("snapshot_offset").isNull()
+    open_after_row = (
+        F.when(F.col("is_marker"), F.lit(None).cast("long"))
+        .when(F.col("is_data") & F.col("is_transactional"), F.coalesce(F.col("txn_first_offset"), F.col("base_offset")))
+        .otherwise(F.col("txn_first_offset"))
+    )
+    accepted_data = F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
+    data = F.struct(
+        "base_offset", "last_sequence", "last_offset", (F.col("last_offset") - F.col("base_offset")).alias("delta")
+    )
+    producer = Window.partitionBy(*TP, "producer_id")
+    # Snapshot offsets sort before the rows at the same offset: the state at X is that of the rows below X.
+    below = producer.orderBy("base_offset", is_row, "segment_base_offset", "position").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow
+    )
+
+    def last(value: Column) -> Column:
+        return F.last(value, ignorenulls=True).over(below)
+
+    combined = rows.select(
+        *TP,
+        "producer_id",
+        "base_offset",
+        "segment_base_offset",
+        "position",
+        F.lit(None).cast("long").alias("snapshot_offset"),
+        F.lit(None).cast("long").alias("current_txn_first_offset"),
+        "producer_epoch",
+        "epoch_run",
+        "state_epoch",
+        "is_data",
+        "is_marker",
+        F.when(accepted_data, data).alias("data"),
+        F.when(F.col("is_marker"), F.struct("coordinator_epoch")).alias("marker"),
+        F.when(F.col("is_marker"), F.col("base_offset")).alias("marker_offset"),
+        F.struct(open_after_row.alias("value")).alias("open_after"),
+    ).unionByName(
+        keys.select(
+            *TP,
+            "producer_id",
+            F.col("snapshot_offset").alias("base_offset"),
+            "snapshot_offset",
+            "current_txn_first_offset",
+        ),
+        allowMissingColumns=True,
+    )
+    at_x = combined.select(
+        *TP,
+        "producer_id",
+        "snapshot_offset",
+        "current_txn_first_offset",
+        F.max(is_row).over(producer).alias("has_rows"),
+        F.count(F.when(is_row, 1)).over(below).alias("replayed_batches"),
+        F.max("producer_epoch").over(below).alias("replay_producer_epoch"),
+        last(F.col("data")).alias("last_data"),
+        window_cleared(over=below).alias("cleared"),
+        last(F.col("marker")).alias("last_marker"),
+        F.max("marker_offset").over(below).alias("last_marker_offset"),
+        F.max("marker_offset").over(producer).alias("max_marker_offset"),
+        last(F.col("open_after")).alias("last_open_after"),
+    ).where(~is_row)
+    cleared = F.col("cleared")
+
+    def last_batch(field: str, none: int) -> Column:
+        """The last accepted data batch's value, or the file's "none" when a marker cleared the window after it."""
+        return F.when(cleared, F.lit(none)).otherwise(F.coalesce(F.col(f"last_data.{field}"), F.lit(none)))
+
+    txn_start = F.col("current_txn_first_offset")
+    state = {
+        "replayed_batches": F.col("replayed_batches"),
+        "replay_producer_epoch": F.col("replay_producer_epoch"),
+        # the snapshot file's "none" values: no data batch -1 / -1 / 0, no marker -1
+        "replay_last_sequence": last_batch("last_sequence", -1),
+        "replay_last_offset": last_batch("last_offset", -1),
+        "replay_offset_delta": last_batch("delta", 0).cast("int"),
+        "replay_coordinator_epoch": F.coalesce(F.col("last_marker.coordinator_epoch"), F.lit(-1)),
+        "replay_current_txn_first_offset": F.col("last_open_after.value"),
+        "txn_starts_at_f": F.coalesce(F.col("txn_starts_at_f"), F.lit(False)),
+        "marker_between_f_and_x": F.coalesce(F.col("last_marker_offset") >= txn_start, F.lit(False)),
+        "marker_after_x": F.coalesce(F.col("max_marker_offset") >= F.col("snapshot_offset"), F.lit(False)),
+    }
+    # A producer without rows in the partition has no replay state at all (nulls), as a left join leaves it.
+    per_entry = at_x.join(txn_starts, on=[*TP, "producer_id", "current_txn_first_offset"], how="left").select(
+        *TP,
+        "producer_id",
+        "snapshot_offset",
+        *[F.when(F.col("has_rows"), value).alias(name) for name, value in state.items()],
+    )
+    return per_entry.groupBy(*TP, "producer_id", "snapshot_offset").agg(
+        *[F.first(name).alias(name) for name in state if name not in PER_TRANSACTION_START],
+        *[F.max(name).alias(name) for name in PER_TRANSACTION_START],
+    )

@@ -19,13 +19,14 @@ class AuditContext:
 class AuditInputs:
     """Every DataFrame here is a scan of a table the engine materialised, or a side table as ingested.
 
-    `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
-    `producer_batches`: its rows that carry producer state; `transactions`, `replicas`, `open_transactions`,
-    `partitions`, `transaction_causes` (why each open transaction has no marker) and `coordinator_records`:
-    derived state (pipeline.audit.state); `epoch_starts`: the first batch of each leader epoch, when there are
-    leader-epoch checkpoints to check; `all_batches`: every entry of every replica as ingested, for the rules
-    that compare replicas. Side tables are None when the input had none; `payloads` is None unless the run is
-    in deep mode.
+        `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
+        `producer_batches`: its rows that carry producer state; `transactions`, `replicas`, `open_transactions`,
+        `partitions`, `transaction_causes` (why each open transaction has no marker) and `coordinator_records`:
+        derived state (pipeline.audit.state); `epoch_starts`: the first batch of each leader epoch, when there are
+        leader-epoch checkpoints to check; `snapshot_states`: the replay's state of each snapshot entry's producer at
+    its offset, when there are snapshots; `all_batches`: every entry of every replica as ingested, for the rules
+        that compare replicas. Side tables are None when the input had none; `payloads` is None unless the run is
+        in deep mode.
     """
 
     batches: DataFrame
@@ -38,6 +39,7 @@ class AuditInputs:
     transaction_causes: DataFrame
     coordinator_records: DataFrame | None = None
     epoch_starts: DataFrame | None = None
+    snapshot_states: DataFrame | None = None
     txn_index: DataFrame | None = None
     producer_snapshots: DataFrame | None = None
     file_problems: DataFrame | None = None

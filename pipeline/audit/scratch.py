@@ -85,6 +85,10 @@ class Scratch:
     def path(self, name: str) -> str:
         return f"{self.root}/{name}"
 
+    def files(self, name: str) -> list[str]:
+        """The files of a table its pass's tasks wrote (`materialise_pass`), one per task that wrote rows."""
+        return list(self._files[name])
+
     def remove(self) -> None:
         """Delete the folder and everything in it, and its parent when that is left empty (any Hadoop filesystem).
 

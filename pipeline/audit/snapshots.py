@@ -8,13 +8,14 @@ sort of the producer rows of the producers the snapshots name, whatever the numb
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import window_cleared
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP, topic_matches
+from pipeline.audit.snapshot_states import by_snapshot
+from pipeline.config import AuditSettings
 
 SNAPSHOT_OK = "ok"
 
@@ -108,8 +109,16 @@ def audited_snapshots(snapshots: DataFrame, replicas: DataFrame) -> DataFrame:
 
 def _audited(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:
     """The snapshots of the audited replicas read from log directories, KRaft logs left out."""
-    replicas = inputs.replicas.where(~topic_matches(ctx.settings.kraft_topics))
-    return audited_snapshots(inputs.producer_snapshots, replicas)
+    return audited_non_kraft(inputs.producer_snapshots, inputs.replicas, ctx.settings)
+
+
+def audited_non_kraft(snapshots: DataFrame, replicas: DataFrame, settings: AuditSettings) -> DataFrame:
+    return audited_snapshots(snapshots, replicas.where(~topic_matches(settings.kraft_topics)))
+
+
+def producer_entries(snapshots: DataFrame) -> DataFrame:
+    """The producer entries of well-formed snapshot files."""
+    return snapshots.where((F.col("file_status") == SNAPSHOT_OK) & F.col("producer_id").isNotNull())
 
 
 @frame("snapshots.files", rows_of="producer_snapshots")
@@ -174,121 +183,6 @@ def snapshot_stray(ctx: AuditContext) -> Fires:
     )
 
 
-def _replay_state_at_snapshot(entries: DataFrame, replayed: DataFrame) -> DataFrame:
-    """Per snapshot entry, the replay's state of its producer from the batches below the snapshot offset.
-
-    An as-of lookup: the producer's rows and its snapshot offsets are sorted together by offset, and each offset
-    takes the running values of the rows before it. Joining every row with every snapshot of its partition would
-    grow with the number of segments times the number of batches.
-    """
-    keys = entries.select(*TP, "producer_id", "snapshot_offset", "current_txn_first_offset").distinct()
-    rows = replayed.join(
-        F.broadcast(keys.select(*TP, "producer_id").distinct()), on=[*TP, "producer_id"], how="left_semi"
-    )
-    txn_starts = (
-        rows.where(F.col("is_data") & F.col("is_transactional"))
-        .select(*TP, "producer_id", F.col("base_offset").alias("current_txn_first_offset"))
-        .distinct()
-        .withColumn("txn_starts_at_f", F.lit(True))
-    )
-    is_row = F.col("snapshot_offset").isNull()
-    open_after_row = (
-        F.when(F.col("is_marker"), F.lit(None).cast("long"))
-        .when(F.col("is_data") & F.col("is_transactional"), F.coalesce(F.col("txn_first_offset"), F.col("base_offset")))
-        .otherwise(F.col("txn_first_offset"))
-    )
-    accepted_data = F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
-    data = F.struct(
-        "base_offset", "last_sequence", "last_offset", (F.col("last_offset") - F.col("base_offset")).alias("delta")
-    )
-    producer = Window.partitionBy(*TP, "producer_id")
-    # Snapshot offsets sort before the rows at the same offset: the state at X is that of the rows below X.
-    below = producer.orderBy("base_offset", is_row, "segment_base_offset", "position").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow
-    )
-
-    def last(value: Column) -> Column:
-        return F.last(value, ignorenulls=True).over(below)
-
-    combined = rows.select(
-        *TP,
-        "producer_id",
-        "base_offset",
-        "segment_base_offset",
-        "position",
-        F.lit(None).cast("long").alias("snapshot_offset"),
-        F.lit(None).cast("long").alias("current_txn_first_offset"),
-        "producer_epoch",
-        "epoch_run",
-        "state_epoch",
-        "is_data",
-        "is_marker",
-        F.when(accepted_data, data).alias("data"),
-        F.when(F.col("is_marker"), F.struct("coordinator_epoch")).alias("marker"),
-        F.when(F.col("is_marker"), F.col("base_offset")).alias("marker_offset"),
-        F.struct(open_after_row.alias("value")).alias("open_after"),
-    ).unionByName(
-        keys.select(
-            *TP,
-            "producer_id",
-            F.col("snapshot_offset").alias("base_offset"),
-            "snapshot_offset",
-            "current_txn_first_offset",
-        ),
-        allowMissingColumns=True,
-    )
-    at_x = combined.select(
-        *TP,
-        "producer_id",
-        "snapshot_offset",
-        "current_txn_first_offset",
-        F.max(is_row).over(producer).alias("has_rows"),
-        F.count(F.when(is_row, 1)).over(below).alias("replayed_batches"),
-        F.max("producer_epoch").over(below).alias("replay_producer_epoch"),
-        last(F.col("data")).alias("last_data"),
-        window_cleared(over=below).alias("cleared"),
-        last(F.col("marker")).alias("last_marker"),
-        F.max("marker_offset").over(below).alias("last_marker_offset"),
-        F.max("marker_offset").over(producer).alias("max_marker_offset"),
-        last(F.col("open_after")).alias("last_open_after"),
-    ).where(~is_row)
-    cleared = F.col("cleared")
-
-    def last_batch(field: str, none: int) -> Column:
-        """The last accepted data batch's value, or the file's "none" when a marker cleared the window after it."""
-        return F.when(cleared, F.lit(none)).otherwise(F.coalesce(F.col(f"last_data.{field}"), F.lit(none)))
-
-    txn_start = F.col("current_txn_first_offset")
-    state = {
-        "replayed_batches": F.col("replayed_batches"),
-        "replay_producer_epoch": F.col("replay_producer_epoch"),
-        # the snapshot file's "none" values: no data batch -1 / -1 / 0, no marker -1
-        "replay_last_sequence": last_batch("last_sequence", -1),
-        "replay_last_offset": last_batch("last_offset", -1),
-        "replay_offset_delta": last_batch("delta", 0).cast("int"),
-        "replay_coordinator_epoch": F.coalesce(F.col("last_marker.coordinator_epoch"), F.lit(-1)),
-        "replay_current_txn_first_offset": F.col("last_open_after.value"),
-        "txn_starts_at_f": F.coalesce(F.col("txn_starts_at_f"), F.lit(False)),
-        "marker_between_f_and_x": F.coalesce(F.col("last_marker_offset") >= txn_start, F.lit(False)),
-        "marker_after_x": F.coalesce(F.col("max_marker_offset") >= F.col("snapshot_offset"), F.lit(False)),
-    }
-    # A producer without rows in the partition has no replay state at all (nulls), as a left join leaves it.
-    per_entry = at_x.join(txn_starts, on=[*TP, "producer_id", "current_txn_first_offset"], how="left").select(
-        *TP,
-        "producer_id",
-        "snapshot_offset",
-        *[F.when(F.col("has_rows"), value).alias(name) for name, value in state.items()],
-    )
-    return per_entry.groupBy(*TP, "producer_id", "snapshot_offset").agg(
-        *[F.first(name).alias(name) for name in state if name not in _PER_TRANSACTION_START],
-        *[F.max(name).alias(name) for name in _PER_TRANSACTION_START],
-    )
-
-
-# Columns that depend on the entry's open transaction: a (snapshot, producer) with several entries has any of them.
-_PER_TRANSACTION_START = ("txn_starts_at_f", "marker_between_f_and_x")
-
-
 @frame("snapshots.producers", rows_of="producer_snapshots")
 def SNAPSHOT_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """One row per (snapshot, producer) over both the snapshot's and the replay's producers, with both states.
@@ -296,11 +190,11 @@ def SNAPSHOT_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | No
     `snap_*` columns are the snapshot entry's, `replay_*` the replay's state from the batches below the
     snapshot offset; `in_snapshot` says whether the snapshot has the producer.
     """
-    if inputs.producer_snapshots is None:
+    if inputs.producer_snapshots is None or inputs.snapshot_states is None:
         return None
     replayed = inputs.producer_batches
-    entries = _audited(inputs, ctx).where((F.col("file_status") == SNAPSHOT_OK) & F.col("producer_id").isNotNull())
-    replay_at_x = _replay_state_at_snapshot(entries, replayed)
+    entries = producer_entries(_audited(inputs, ctx))
+    replay_at_x = by_snapshot(inputs.snapshot_states)
     # The producers with a batch below each snapshot offset: those whose first batch is below it (one row per
     # producer and snapshot, not per batch and snapshot).
     pids_before = (

@@ -3,7 +3,8 @@
 `replay` (every entry with file-order and producer state, pipeline.audit.replay) is computed with one exchange
 of the batches; `transactions`, `replicas`, `log_starts`, `open_transactions`, `partitions`,
 `transaction_causes`, `coordinator_records` and `epoch_starts` are aggregates and joins of it, each a small
-plan over scans.
+plan over scans; `snapshot_states` is read from the replay's files by a pass of its own
+(pipeline.audit.snapshot_states).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import replay_files_pass
 from pipeline.audit.scratch import Scratch
+from pipeline.audit.snapshot_states import snapshot_keys, snapshot_states_pass
+from pipeline.audit.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.transaction_log import audited_records
 from pipeline.audit.transactions import build_transactions
 from pipeline.audit.txnindex import audited_replicas
@@ -75,6 +78,13 @@ def build_state(
     starts = None
     if leader_epochs is not None and "leader_epochs" not in empty_tables:
         starts = scratch.materialise(epoch_starts(replayed, last["partitions"]), "epoch_starts")
+    snapshots = side.get("producer_snapshots")
+    states = None
+    if snapshots is not None and "producer_snapshots" not in empty_tables:
+        entries = producer_entries(audited_non_kraft(snapshots, replicas, settings))
+        scratch.materialise(snapshot_keys(entries), "snapshot_keys")
+        states_pass = snapshot_states_pass(batches.sparkSession, scratch.files("replay"), scratch.path("snapshot_keys"))
+        states = scratch.materialise_pass(states_pass, "snapshot_states")
     return AuditInputs(
         batches=replayed,
         producer_batches=producer_batches,
@@ -86,6 +96,7 @@ def build_state(
         transaction_causes=last["transaction_causes"],
         coordinator_records=records,
         epoch_starts=starts,
+        snapshot_states=states,
         txn_index=side.get("txn_index"),
         producer_snapshots=side.get("producer_snapshots"),
         file_problems=side.get("file_problems"),

@@ -1,0 +1,312 @@
+"""The replay's producer state at each snapshot offset, read from the replay's own files by a compiled walk.
+
+A producer-state snapshot `<X>.snapshot` holds each producer's state after the batches below offset X. The
+snapshot rules (§6.6) compare it with the replay's state of the same producer at X: the batches it counted, its
+highest epoch, its last accepted data batch, the last marker's coordinator epoch, its open transaction. As a Spark
+window that is a sort of every producer row of the snapshots' producers with the snapshot offsets, the costliest
+plan of a large run. The replay already wrote those rows in that order: each of its tasks handles whole partitions
+and writes one file, each replica's rows one producer after another in offset order (pipeline.audit.replay_task).
+So one task per replay file reads it with pyarrow, walks it once keeping running values per producer (numba), and
+takes each snapshot offset's state from the last row below it. Memory is about 50 bytes per producer row of the
+file, like the replay task's own sort positions; no row is sorted or exchanged again.
+
+tests/test_snapshot_states.py checks the walk against the window definition (kept in tests/reference_replay.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+
+import numba
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipeline.arrow_pass import ArrowPass
+from pipeline.audit.arrow_columns import NONE, group_starts
+from pipeline.audit.replay import TP
+from pipeline.sources.filesystems import resolve
+from pipeline.sources.jit import CACHE_KERNELS
+
+GROUP = [*TP, "producer_id"]  # one producer of one partition (the replay holds one replica per partition)
+KEY_COLUMNS = [*GROUP, "snapshot_offset", "current_txn_first_offset"]
+READ_COLUMNS = [
+    *GROUP,
+    "base_offset",
+    "producer_epoch",
+    "epoch_run",
+    "state_epoch",
+    "is_data",
+    "is_marker",
+    "is_transactional",
+    "last_sequence",
+    "last_offset",
+    "coordinator_epoch",
+    "txn_first_offset",
+]
+READ_ROWS = 65_536
+
+STATES = T.StructType(
+    [
+        *[
+            T.StructField(name, T.StringType() if name in ("cluster_id", "topic") else T.IntegerType(), True)
+            for name in TP
+        ],
+        T.StructField("producer_id", T.LongType(), True),
+        T.StructField("snapshot_offset", T.LongType(), True),
+        T.StructField("current_txn_first_offset", T.LongType(), True),
+        T.StructField("replayed_batches", T.LongType(), True),
+        T.StructField("replay_producer_epoch", T.IntegerType(), True),
+        T.StructField("replay_last_sequence", T.IntegerType(), True),
+        T.StructField("replay_last_offset", T.LongType(), True),
+        T.StructField("replay_offset_delta", T.IntegerType(), True),
+        T.StructField("replay_coordinator_epoch", T.IntegerType(), True),
+        T.StructField("replay_current_txn_first_offset", T.LongType(), True),
+        T.StructField("txn_starts_at_f", T.BooleanType(), True),
+        T.StructField("marker_between_f_and_x", T.BooleanType(), True),
+        T.StructField("marker_after_x", T.BooleanType(), True),
+    ]
+)
+_LONG_STATES = [
+    "replayed_batches",
+    "replay_producer_epoch",
+    "replay_last_sequence",
+    "replay_last_offset",
+    "replay_offset_delta",
+    "replay_coordinator_epoch",
+    "replay_current_txn_first_offset",
+]
+_FLAG_STATES = ["txn_starts_at_f", "marker_between_f_and_x", "marker_after_x"]
+# row flags
+DATA, MARKER, TXN_DATA, ACCEPTED, BUMP = 1, 2, 4, 8, 16
+# per-row running values, one column each
+COUNT, MAX_EPOCH, LAST_DATA, MAX_DATA_BASE, MAX_BUMP_BASE, LAST_MARKER, MAX_MARKER_OFFSET = range(7)
+
+
+def snapshot_keys(entries: DataFrame) -> DataFrame:
+    """The (partition, producer, snapshot offset, open transaction) of each well-formed snapshot entry."""
+    return entries.select(*KEY_COLUMNS).distinct()
+
+
+def snapshot_states_pass(spark: SparkSession, replay_files: list[str], keys_path: str) -> ArrowPass:
+    """One task per replay file: the state at every snapshot key of the producers the file holds."""
+    count = max(1, len(replay_files))
+    function = partial(states_of_files, files=tuple(replay_files), keys_path=keys_path)
+    return ArrowPass(spark.range(0, len(replay_files), 1, count), function, STATES)
+
+
+def states_of_files(
+    ids: Iterator[pa.RecordBatch], *, files: tuple[str, ...], keys_path: str
+) -> Iterator[pa.RecordBatch]:
+    """Executor side: the states of the keys whose producers the files named by `ids` hold."""
+    keys = _read_folder(keys_path)
+    for batch in ids:
+        for index in batch.column(0).to_pylist():
+            yield from states_of_file(files[index], keys).to_batches()
+
+
+def states_of_file(path: str, keys: pa.Table) -> pa.Table:
+    """STATES of the `keys` whose producer's rows are in the replay file at `path`."""
+    walked = _walk(path)
+    schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in STATES])
+    if walked is None:
+        return schema.empty_table()
+    groups, bounds, rows = walked
+    found = keys.join(groups, keys=GROUP, join_type="inner")
+    # a producer the snapshot names without rows in its partition has no replay state at all (nulls)
+    partitions = groups.select(TP).group_by(TP).aggregate([])
+    stateless = keys.join(partitions, keys=TP, join_type="left semi").join(groups, keys=GROUP, join_type="left anti")
+    nulls = pa.table(
+        {
+            field.name: stateless[field.name] if field.name in KEY_COLUMNS else pa.nulls(stateless.num_rows, field.type)
+            for field in schema
+        },
+        schema=schema,
+    )
+    if found.num_rows == 0:
+        return nulls
+    group = found["group"].to_numpy()
+    longs, flags = _states_at(
+        bounds[group],
+        bounds[group + 1],
+        pc.fill_null(found["snapshot_offset"], NONE).to_numpy(),
+        pc.fill_null(found["current_txn_first_offset"], NONE).to_numpy(),
+        *rows,
+    )
+    columns = {name: found[name] for name in KEY_COLUMNS}
+    for index, name in enumerate(_LONG_STATES):
+        columns[name] = pa.array(longs[index], mask=longs[index] == NONE)
+    for index, name in enumerate(_FLAG_STATES):
+        columns[name] = pa.array(flags[index] == 1)
+    states = pa.table({field.name: columns[field.name].cast(field.type) for field in schema}, schema=schema)
+    return pa.concat_tables([states, nulls])
+
+
+def _walk(path: str) -> tuple[pa.Table, np.ndarray, tuple[np.ndarray, ...]] | None:
+    """The file's producer rows as compact arrays in file order, its groups (GROUP columns and `group` index) and
+    the row bounds of each group; None for a file without producer rows."""
+    filesystem, local = resolve(path)
+    dataset = ds.dataset(local, format="parquet", filesystem=filesystem)
+    group_keys: list[pa.Table] = []
+    starts: list[np.ndarray] = []
+    parts: list[tuple[np.ndarray, ...]] = []
+    previous = None
+    rows_before = 0
+    for batch in dataset.to_batches(columns=READ_COLUMNS, filter=pc.field("is_producer_row"), batch_size=READ_ROWS):
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        begins = group_starts(table, GROUP, previous)
+        previous = tuple(table.column(name)[table.num_rows - 1].as_py() for name in GROUP)
+        at = np.flatnonzero(begins)
+        group_keys.append(table.select(GROUP).take(at))
+        starts.append(at + rows_before)
+        parts.append(_row_arrays(table))
+        rows_before += table.num_rows
+    if not parts:
+        return None
+    groups = pa.concat_tables(group_keys)
+    groups = groups.append_column("group", pa.array(np.arange(groups.num_rows)))
+    bounds = np.append(np.concatenate(starts), rows_before)
+    rows = tuple(np.concatenate(columns) for columns in zip(*parts, strict=True))
+    _require_offset_order(rows[0], bounds, path)
+    return groups, bounds, rows
+
+
+def _row_arrays(rows: pa.Table) -> tuple[np.ndarray, ...]:
+    """(base offset, flags, producer epoch, last sequence, last offset, coordinator epoch, open after) per row."""
+
+    def longs(name: str) -> np.ndarray:
+        return pc.fill_null(rows[name].cast(pa.int64()), NONE).to_numpy()
+
+    def true(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        return pc.fill_null(column, False).to_numpy(zero_copy_only=False)
+
+    is_data, is_marker = true(rows["is_data"]), true(rows["is_marker"])
+    txn_data = true(pc.and_kleene(rows["is_data"], rows["is_transactional"]))
+    epoch, run, state_epoch = rows["producer_epoch"], rows["epoch_run"], rows["state_epoch"]
+    accepted = true(pc.and_kleene(rows["is_data"], pc.equal(epoch, run)))
+    bumping = true(
+        pc.and_kleene(rows["is_marker"], pc.or_kleene(pc.is_null(state_epoch), pc.greater(epoch, state_epoch)))
+    )
+    flags = (is_data * DATA + is_marker * MARKER + txn_data * TXN_DATA + accepted * ACCEPTED + bumping * BUMP).astype(
+        np.int8
+    )
+    base = longs("base_offset")
+    txn_first = longs("txn_first_offset")
+    open_after = np.where(is_marker, NONE, np.where(txn_data & (txn_first == NONE), base, txn_first))
+    return (
+        base,
+        flags,
+        longs("producer_epoch"),
+        longs("last_sequence"),
+        longs("last_offset"),
+        longs("coordinator_epoch"),
+        open_after,
+    )
+
+
+def _require_offset_order(base: np.ndarray, bounds: np.ndarray, path: str) -> None:
+    """The walk needs each producer's rows in offset order, as the replay writes them."""
+    steps = np.diff(base) < 0
+    steps[bounds[1:-1] - 1] = False  # a new group may start lower
+    if steps.any():
+        raise ValueError(f"{path}: a producer's rows are not in offset order at row {int(np.argmax(steps)) + 1}")
+
+
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
+def _states_at(first, end, offsets, txn_starts, base, flags, epoch, last_seq, last_offset, coordinator_epoch,
+               open_after):  # fmt: skip
+    """Per key (its group's rows first..end, its snapshot offset and open transaction): the states as int64
+    (NONE: null) and int8 flags, from the group's rows below the offset."""
+    n = base.shape[0]
+    running = np.full((7, n), NONE, dtype=np.int64)
+    group_max_marker = np.full(n, NONE, dtype=np.int64)
+    keys = offsets.shape[0]
+    for k in range(keys):  # running values of each key's group, once per group
+        g0, g1 = first[k], end[k]
+        if running[COUNT, g0] != NONE:
+            continue
+        for i in range(g0, g1):
+            at_start = i == g0
+            running[COUNT, i] = 1 if at_start else running[COUNT, i - 1] + 1
+            for column in (MAX_EPOCH, LAST_DATA, MAX_DATA_BASE, MAX_BUMP_BASE, LAST_MARKER, MAX_MARKER_OFFSET):
+                running[column, i] = NONE if at_start else running[column, i - 1]
+            if epoch[i] != NONE and (running[MAX_EPOCH, i] == NONE or epoch[i] > running[MAX_EPOCH, i]):
+                running[MAX_EPOCH, i] = epoch[i]
+            if flags[i] & ACCEPTED:
+                running[LAST_DATA, i] = i
+                if running[MAX_DATA_BASE, i] == NONE or base[i] > running[MAX_DATA_BASE, i]:
+                    running[MAX_DATA_BASE, i] = base[i]
+            if flags[i] & BUMP and (running[MAX_BUMP_BASE, i] == NONE or base[i] > running[MAX_BUMP_BASE, i]):
+                running[MAX_BUMP_BASE, i] = base[i]
+            if flags[i] & MARKER:
+                running[LAST_MARKER, i] = i
+                if running[MAX_MARKER_OFFSET, i] == NONE or base[i] > running[MAX_MARKER_OFFSET, i]:
+                    running[MAX_MARKER_OFFSET, i] = base[i]
+        group_max_marker[g0] = running[MAX_MARKER_OFFSET, g1 - 1]
+    longs = np.full((7, keys), NONE, dtype=np.int64)
+    bools = np.zeros((3, keys), dtype=np.int8)
+    for k in range(keys):
+        g0, g1, x, txn_start = first[k], end[k], offsets[k], txn_starts[k]
+        below = g0 + np.searchsorted(base[g0:g1], x)  # rows below x: base offsets are sorted in the group
+        last = below - 1
+        count = below - g0
+        longs[0, k] = count
+        if count > 0:
+            longs[1, k] = running[MAX_EPOCH, last]
+            max_data, max_bump = running[MAX_DATA_BASE, last], running[MAX_BUMP_BASE, last]
+            cleared = max_bump != NONE and (max_data == NONE or max_bump > max_data)
+            data = running[LAST_DATA, last]
+            if cleared or data == NONE:
+                longs[2, k], longs[3, k], longs[4, k] = -1, -1, 0
+            else:
+                longs[2, k] = last_seq[data] if last_seq[data] != NONE else -1
+                longs[3, k] = last_offset[data] if last_offset[data] != NONE else -1
+                delta_known = last_offset[data] != NONE and base[data] != NONE
+                longs[4, k] = last_offset[data] - base[data] if delta_known else 0
+            marker = running[LAST_MARKER, last]
+            longs[5, k] = -1 if marker == NONE or coordinator_epoch[marker] == NONE else coordinator_epoch[marker]
+            longs[6, k] = open_after[last]
+            marker_offset = running[MAX_MARKER_OFFSET, last]
+            bools[1, k] = txn_start != NONE and marker_offset != NONE and marker_offset >= txn_start
+        else:
+            longs[2, k], longs[3, k], longs[4, k], longs[5, k] = -1, -1, 0, -1
+        if txn_start != NONE:
+            i = g0 + np.searchsorted(base[g0:g1], txn_start)
+            while i < g1 and base[i] == txn_start:
+                if flags[i] & TXN_DATA:
+                    bools[0, k] = 1
+                i += 1
+        most = group_max_marker[g0]
+        bools[2, k] = most != NONE and most >= x
+    return longs, bools
+
+
+def _read_folder(path: str) -> pa.Table:
+    filesystem, local = resolve(path)
+    return ds.dataset(local, format="parquet", filesystem=filesystem).to_table()
+
+
+def _arrow_type(spark_type: T.DataType) -> pa.DataType:
+    return {
+        T.StringType(): pa.string(),
+        T.IntegerType(): pa.int32(),
+        T.LongType(): pa.int64(),
+        T.BooleanType(): pa.bool_(),
+    }[spark_type]
+
+
+def by_snapshot(states: DataFrame) -> DataFrame:
+    """One row per (partition, producer, snapshot offset): a producer whose entries name several open transactions
+    has the transaction-dependent flags of any of them."""
+    per_key = [name for name in STATES.fieldNames() if name not in (*KEY_COLUMNS, *_FLAG_STATES[:2])]
+    return states.groupBy(*GROUP, "snapshot_offset").agg(
+        *[F.first(name).alias(name) for name in per_key],
+        *[F.max(name).alias(name) for name in _FLAG_STATES[:2]],
+    )

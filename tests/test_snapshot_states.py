@@ -1,0 +1,108 @@
+"""The replay's state at each snapshot offset read from the replay's files (pipeline.audit.snapshot_states) is the
+window definition's (tests/reference_replay.py), on generated logs with anomalies of every family and on every
+real broker dir, by either replay path."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+import schemas
+from pipeline.audit.context import AuditContext
+from pipeline.audit.engine import SIDE_TABLES, _in_known_cluster
+from pipeline.audit.replay import TP
+from pipeline.audit.snapshot_states import by_snapshot, states_of_file
+from pipeline.audit.snapshots import audited_non_kraft, producer_entries
+from pipeline.audit.state import build_state
+from pipeline.cli import main
+from pipeline.config import AuditSettings
+from pipeline.generate.options import GenerateOptions
+from pipeline.generate.simulation import write_log_root
+from pipeline.tables.store import TableStore
+from tests import reference_replay
+
+
+def _audit_state(spark, warehouse: Path, inputs: list[str], settings: AuditSettings, scratch, from_files: bool):
+    with contextlib.redirect_stdout(io.StringIO()):
+        args = [arg for path in inputs for arg in ("--input", path)]
+        assert main(["ingest", *args, "--warehouse", str(warehouse)]) == 0
+    store = TableStore(spark, str(warehouse))
+    side = {
+        name: _in_known_cluster(store.read(name, schema=schemas.SCHEMAS[name]))
+        for name in SIDE_TABLES
+        if store.exists(name) and name != "payloads"
+    }
+    batches = _in_known_cluster(store.read("batches", schema=schemas.BATCHES))
+    files = store.files_per_partition("batches") if from_files else None
+    return build_state(batches, side, AuditContext(settings), scratch("snapshot-states"), files), side
+
+
+def _assert_same_states(inputs, side, settings: AuditSettings) -> list:
+    entries = producer_entries(audited_non_kraft(side["producer_snapshots"], inputs.replicas, settings))
+    # the partitions the replay holds, as the frame keeps them (an inner join with `partitions`)
+    expected = reference_replay.snapshot_states(entries, inputs.producer_batches).join(
+        inputs.partitions.select(*TP), on=TP, how="left_semi"
+    )
+    actual = by_snapshot(inputs.snapshot_states)
+    assertDataFrameEqual(actual.select(*expected.columns), expected)
+    return expected.collect()
+
+
+@pytest.mark.parametrize("from_files", [True, False], ids=["tasks read files", "exchange"])
+def test_same_states_as_the_window_on_generated_logs(spark, tmp_path, scratch, from_files):
+    root = tmp_path / "root"
+    write_log_root(GenerateOptions(out=root, batches=3000, anomaly_rate=0.05, segment_bytes=16 * 1024))
+    settings = AuditSettings(compacted_topics=["*-changelog"])
+    spark.conf.set("spark.sql.shuffle.partitions", "3")  # tasks hold several partitions
+    try:
+        inputs, side = _audit_state(spark, tmp_path / "wh", [str(root)], settings, scratch, from_files)
+        rows = _assert_same_states(inputs, side, settings)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+    # the comparison covers every kind of state, not only empty ones
+    assert len(rows) > 100
+    assert any(row.replayed_batches and row.replay_last_sequence > 0 for row in rows)
+    assert any(row.replay_current_txn_first_offset is not None for row in rows)
+    assert any(row.txn_starts_at_f for row in rows) and any(row.marker_after_x for row in rows)
+    assert any(row.marker_between_f_and_x for row in rows)
+    assert any(row.replay_coordinator_epoch >= 0 for row in rows if row.replayed_batches)
+
+
+def test_same_states_as_the_window_on_real_broker_dirs(spark, realdata, tmp_path, scratch):
+    dirs = sorted(str(path) for path in (realdata / "broker-segments").glob("[!_]*") if path.is_dir())
+    settings = AuditSettings()
+    compared = 0
+    for index, directory in enumerate(dirs):
+        inputs, side = _audit_state(spark, tmp_path / f"wh{index}", [directory], settings, scratch, True)
+        if inputs.snapshot_states is not None:
+            compared += len(_assert_same_states(inputs, side, settings))
+    assert compared > 0, "some real broker dirs hold producer snapshots"
+
+
+def test_a_file_out_of_producer_order_is_refused_by_name(tmp_path):
+    path = tmp_path / "replay.parquet"
+    rows = {
+        "cluster_id": ["c", "c"], "topic": ["t", "t"], "partition": pa.array([0, 0], pa.int32()), "producer_id": [7, 7],
+        "is_producer_row": [True, True], "base_offset": [5, 3], "producer_epoch": [0, 0], "epoch_run": [0, 0],
+        "state_epoch": [None, 0], "is_data": [True, True], "is_marker": [False, False],
+        "is_transactional": [False, False], "last_sequence": [0, 1], "last_offset": [5, 3],
+        "coordinator_epoch": [None, None], "txn_first_offset": [None, None],
+    }  # fmt: skip
+    pq.write_table(pa.table(rows), path)
+    keys = pa.table(
+        {"cluster_id": ["c"], "topic": ["t"], "partition": pa.array([0], pa.int32()), "producer_id": [7],
+         "snapshot_offset": [4], "current_txn_first_offset": pa.array([None], pa.int64())}
+    )  # fmt: skip
+
+    with pytest.raises(ValueError, match=f"{path}: a producer's rows are not in offset order at row 1"):
+        states_of_file(str(path), keys)
+
+    pq.write_table(pa.table({**rows, "base_offset": [3, 5], "last_offset": [3, 5]}), path)
+    (state,) = states_of_file(str(path), keys).to_pylist()
+    assert (state["replayed_batches"], state["replay_last_offset"], state["marker_after_x"]) == (1, 3, False)
