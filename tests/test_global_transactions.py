@@ -6,6 +6,7 @@ from logbuilder import PartitionLog
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.global_transactions import build_global_transactions
+from pipeline.audit.replay import TP
 from pipeline.audit.transaction_log import audited_records
 from schemas.batches import BATCHES, STATUS_OK
 from schemas.global_transactions import GLOBAL_TRANSACTIONS
@@ -101,7 +102,7 @@ def test_decisions_with_their_markers(spark):
     rows[-2]["partitions"][0].update(marker_offset=first_marker, coordinator_epoch=0)
     rows[-1]["partitions"][0].update(marker_offset=second_marker, coordinator_epoch=0)
     schema = GLOBAL_TRANSACTIONS.__class__([f for f in GLOBAL_TRANSACTIONS.fields if f.name != "run_id"])
-    actual = build_global_transactions(records, batches)
+    actual = build_global_transactions(records, batches, batches.select(*TP).distinct())
     assertDataFrameEqual(actual.select(*schema.fieldNames()), spark.createDataFrame(rows, schema))
 
 
@@ -114,7 +115,9 @@ def test_a_coordinator_lists_the_partitions_of_its_own_cluster(spark):
         _transaction(coordinator, {"out-0": output}, "a", 100, ("out-0",), {"out-0": True})
         batches = spark.createDataFrame(coordinator.rows + output.rows, BATCHES)
         log = spark.createDataFrame(coordinator.transaction_log_rows, TRANSACTION_LOG)
-        (decision,) = build_global_transactions(audited_records(log, batches, None), batches).collect()
+        (decision,) = build_global_transactions(
+            audited_records(log, batches, None), batches, batches.select(*TP).distinct()
+        ).collect()
         return decision.cluster_id, decision.partitions[0].in_input, decision.partitions[0].marker_offset is not None
 
     assert listed_partition("a") == ("a", True, True)

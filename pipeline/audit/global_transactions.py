@@ -109,11 +109,12 @@ def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
     )
 
 
-def build_global_transactions(records: DataFrame, batches: DataFrame) -> DataFrame:
-    """`global_transactions` rows (without the run id) from the audited coordinator records and the audited
-    replicas' batches (`transaction_log.audited_records`, the replay)."""
+def build_global_transactions(records: DataFrame, batches: DataFrame, partitions: DataFrame) -> DataFrame:
+    """`global_transactions` rows (without the run id) from the audited coordinator records, the audited
+    replicas' batches and their partitions, a row each (`transaction_log.audited_records`, the replay,
+    `partitions`)."""
     decisions = _decisions(records)
-    audited = batches.select("cluster_id", tp_name().alias("tp_name")).distinct().withColumn("in_input", F.lit(True))
+    audited = partitions.select("cluster_id", tp_name().alias("tp_name")).withColumn("in_input", F.lit(True))
     name = F.split("tp_name", "-")
     listed = (
         decisions.join(_assigned_markers(decisions, batches), on=[*DECISION_KEY, "tp_name"], how="left")

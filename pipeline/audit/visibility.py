@@ -207,13 +207,26 @@ def partition_offsets(
     """
     readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
     data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))
-    logs = prepared.groupBy(*TP).agg(
-        F.min(F.when(readable, F.col("base_offset"))).alias("first_retained_offset"),
-        (F.max(F.when(readable, F.col("last_offset"))) + 1).alias("log_end_offset"),
-        F.count(F.when(readable, F.lit(1))).alias("batch_count"),
-        F.coalesce(F.sum(F.when(data, F.col("record_count"))), F.lit(0)).cast("long").alias("record_count"),
-        F.count_distinct(F.when(F.col("producer_id") >= 0, F.col("producer_id"))).alias("producer_count"),
-        F.first("broker_id").alias("broker_id"),
+    # Per producer id first, then per partition: a distinct count in one aggregate makes Spark expand every row.
+    producer = F.when(F.col("producer_id") >= 0, F.col("producer_id")).alias("producer")
+    logs = (
+        prepared.groupBy(*TP, producer)
+        .agg(
+            F.min(F.when(readable, F.col("base_offset"))).alias("first_retained_offset"),
+            F.max(F.when(readable, F.col("last_offset"))).alias("last_offset"),
+            F.count(F.when(readable, F.lit(1))).alias("batch_count"),
+            F.sum(F.when(data, F.col("record_count"))).alias("record_count"),
+            F.first("broker_id").alias("broker_id"),
+        )
+        .groupBy(*TP)
+        .agg(
+            F.min("first_retained_offset").alias("first_retained_offset"),
+            (F.max("last_offset") + 1).alias("log_end_offset"),
+            F.sum("batch_count").alias("batch_count"),
+            F.coalesce(F.sum("record_count"), F.lit(0)).cast("long").alias("record_count"),
+            F.count("producer").alias("producer_count"),
+            F.first("broker_id").alias("broker_id"),
+        )
     )
     outcomes = transactions.groupBy(*TP).agg(
         F.count(F.when(F.col("outcome") == OUTCOME_COMMITTED, 1)).alias("committed_transactions"),
