@@ -28,11 +28,14 @@ from pipeline.tables.store import TableStore
 from tests import reference_replay
 
 
-def _audit_state(spark, warehouse: Path, inputs: list[str], settings: AuditSettings, scratch, from_files: bool):
+def _ingested(spark, warehouse: Path, inputs: list[str]) -> TableStore:
     with contextlib.redirect_stdout(io.StringIO()):
         args = [arg for path in inputs for arg in ("--input", path)]
         assert main(["ingest", *args, "--warehouse", str(warehouse)]) == 0
-    store = TableStore(spark, str(warehouse))
+    return TableStore(spark, str(warehouse))
+
+
+def _audit_state(store: TableStore, settings: AuditSettings, scratch, from_files: bool):
     side = {
         name: _in_known_cluster(store.read(name, schema=schemas.SCHEMAS[name]))
         for name in SIDE_TABLES
@@ -41,6 +44,13 @@ def _audit_state(spark, warehouse: Path, inputs: list[str], settings: AuditSetti
     batches = _in_known_cluster(store.read("batches", schema=schemas.BATCHES))
     files = store.files_per_partition("batches") if from_files else None
     return build_state(batches, side, AuditContext(settings), scratch("snapshot-states"), files), side
+
+
+@pytest.fixture(scope="module")
+def generated(spark, tmp_path_factory) -> TableStore:
+    root = tmp_path_factory.mktemp("root")
+    write_log_root(GenerateOptions(out=root, batches=3000, anomaly_rate=0.05, segment_bytes=16 * 1024))
+    return _ingested(spark, tmp_path_factory.mktemp("wh"), [str(root)])
 
 
 def _assert_same_states(inputs, side, settings: AuditSettings) -> list:
@@ -55,13 +65,11 @@ def _assert_same_states(inputs, side, settings: AuditSettings) -> list:
 
 
 @pytest.mark.parametrize("from_files", [True, False], ids=["tasks read files", "exchange"])
-def test_same_states_as_the_window_on_generated_logs(spark, tmp_path, scratch, from_files):
-    root = tmp_path / "root"
-    write_log_root(GenerateOptions(out=root, batches=3000, anomaly_rate=0.05, segment_bytes=16 * 1024))
+def test_same_states_as_the_window_on_generated_logs(spark, generated, scratch, from_files):
     settings = AuditSettings(compacted_topics=["*-changelog"])
     spark.conf.set("spark.sql.shuffle.partitions", "3")  # tasks hold several partitions
     try:
-        inputs, side = _audit_state(spark, tmp_path / "wh", [str(root)], settings, scratch, from_files)
+        inputs, side = _audit_state(generated, settings, scratch, from_files)
         rows = _assert_same_states(inputs, side, settings)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
@@ -78,8 +86,8 @@ def test_same_states_as_the_window_on_real_broker_dirs(spark, realdata, tmp_path
     dirs = sorted(str(path) for path in (realdata / "broker-segments").glob("[!_]*") if path.is_dir())
     settings = AuditSettings()
     compared = 0
-    for index, directory in enumerate(dirs):
-        inputs, side = _audit_state(spark, tmp_path / f"wh{index}", [directory], settings, scratch, True)
+    for index, directory in enumerate(dirs):  # one at a time: several hold copies of one unnamed replica
+        inputs, side = _audit_state(_ingested(spark, tmp_path / f"wh{index}", [directory]), settings, scratch, True)
         if inputs.snapshot_states is not None:
             compared += len(_assert_same_states(inputs, side, settings))
     assert compared > 0, "some real broker dirs hold producer snapshots"

@@ -16,7 +16,7 @@ the ids of partitions 0-24 of 50 also fit a topic of 25.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
@@ -229,19 +229,14 @@ def offsets_partition_not_added(ctx: AuditContext) -> Fires:
 
 
 def latest_per_id(records: DataFrame) -> DataFrame:
-    newest_first = Window.partitionBy(*TP, "transactional_id").orderBy(F.col("record_offset").desc())
-    return (
-        records.where(F.col("transactional_id").isNotNull())
-        .withColumn("_rank", F.row_number().over(newest_first))
-        .where(F.col("_rank") == 1)
-        .select(
-            "cluster_id",
-            F.col("topic").alias("coordinator_topic"),
-            "transactional_id",
-            F.struct(
-                "is_tombstone", "state", "state_name", "producer_id", "producer_epoch", "partition_set", "record_offset"
-            ).alias("latest"),
-        )
+    """Each transactional id's latest record in its partition (`latest`): the one no later record follows."""
+    return records.where(F.col("transactional_id").isNotNull() & ~F.col("followed")).select(
+        "cluster_id",
+        F.col("topic").alias("coordinator_topic"),
+        "transactional_id",
+        F.struct(
+            "is_tombstone", "state", "state_name", "producer_id", "producer_epoch", "partition_set", "record_offset"
+        ).alias("latest"),
     )
 
 

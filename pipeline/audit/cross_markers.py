@@ -9,7 +9,7 @@ left alone (pipeline.audit.cross_checks says why).
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
@@ -287,9 +287,8 @@ def latest_decisions(records: DataFrame) -> DataFrame:
     """Per (cluster, producer id, partition name), the latest Prepare* record listing it (`decision`), with whether
     a later record of its transactional id follows it (`decision.completed`) and whether an Ongoing record listing
     the partition came after it (`reopened`: a new transaction added the partition again)."""
-    later = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
     listing = (
-        records.withColumn("completed", F.lead("record_offset").over(later).isNotNull())
+        records.withColumn("completed", F.col("followed"))
         .where(~F.col("is_tombstone") & F.col("state").isin(ONGOING, PREPARE_COMMIT, PREPARE_ABORT))
         .withColumn("tp_name", F.explode("partition_set"))
     )

@@ -14,7 +14,6 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline.audit.cross_checks import CONTROL_ABORT, CONTROL_COMMIT, tp_name
-from pipeline.audit.replay import TP
 from pipeline.audit.transaction_log import PREPARE_ABORT, PREPARE_COMMIT
 from schemas.batches import STATUS_OK
 from schemas.global_transactions import DECISION_ABORT, DECISION_COMMIT
@@ -30,9 +29,8 @@ def _count(condition: Column) -> Column:
 
 def _decisions(records: DataFrame) -> DataFrame:
     """One row per (Prepare* record, partition it lists), with whether a later record of its id follows it."""
-    later = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
     return (
-        records.withColumn("completed", F.lead("record_offset").over(later).isNotNull())
+        records.withColumn("completed", F.col("followed"))
         .where(~F.col("is_tombstone") & F.col("state").isin(PREPARE_COMMIT, PREPARE_ABORT))
         .select(
             "cluster_id",

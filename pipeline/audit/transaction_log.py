@@ -179,7 +179,9 @@ def _state_in(column: Column, states) -> Column:
 
 
 def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints: DataFrame | None) -> DataFrame:
-    """Records of the audited replica of each partition, with their location and uncleaned flag."""
+    """Records of the audited replica of each partition, with their location and uncleaned flag; `followed`: a later
+    record of its transactional id follows it in the partition, `previous_timeout_ms`: the timeout of the id's record
+    before it (one window here, which the frames and tables that need them read)."""
     replicas = prepared.select(*TP, "broker_id").distinct()
     records = transaction_log.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1))).join(
         replicas, on=[*TP, "broker_id"], how="inner"
@@ -199,9 +201,12 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
         records = records.join(cleaner, on=[*TP, "broker_id"], how="left").withColumn(
             "uncleaned_from", F.greatest("uncleaned_from", "cleaner_offset")
         )
+    of_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
     return records.select(
         *[column for column in records.columns if column != "is_tombstone"],
         F.coalesce("is_tombstone", F.lit(False)).alias("is_tombstone"),
+        F.lead("record_offset").over(of_id).isNotNull().alias("followed"),
+        F.lag("transaction_timeout_ms").over(of_id).alias("previous_timeout_ms"),
         (F.col("record_offset") >= F.coalesce("uncleaned_from", F.lit(0))).alias("is_uncleaned"),
         F.col("record_offset").alias("base_offset"),
         F.col("record_offset").alias("last_offset"),
@@ -214,20 +219,14 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
 def COORDINATOR_RECORDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Every audited `__transaction_state` record (`audited_records`), located at its offset.
 
-    `is_first_of_batch`: the record has the lowest offset of its batch; `previous_timeout_ms`: the timeout of
-    the id's record before it in the partition, cleaned or not.
+    `is_first_of_batch`: the record has the lowest offset of its batch; `previous_timeout_ms` (from
+    `audited_records`): the timeout of the id's record before it in the partition, cleaned or not.
     """
     records = inputs.coordinator_records
     if records is None:
         return None
     in_batch = Window.partitionBy(*TP, "broker_id", "source_file", "batch_base_offset").orderBy("record_offset")
-    per_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
-    return records.withColumns(
-        {
-            "is_first_of_batch": F.row_number().over(in_batch) == 1,
-            "previous_timeout_ms": F.lag("transaction_timeout_ms").over(per_id),
-        }
-    )
+    return records.withColumn("is_first_of_batch", F.row_number().over(in_batch) == 1)
 
 
 # Conditions on one row of COORDINATOR_RECORDS.
