@@ -25,13 +25,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.arrow_columns import NONE, group_starts
 from pipeline.audit.replay import TP
 from pipeline.sources.filesystems import resolve
 from pipeline.sources.jit import CACHE_KERNELS
+from schemas.snapshot_states import SNAPSHOT_STATES
 
 GROUP = [*TP, "producer_id"]  # one producer of one partition (the replay holds one replica per partition)
 KEY_COLUMNS = [*GROUP, "snapshot_offset", "current_txn_first_offset"]
@@ -51,27 +52,6 @@ READ_COLUMNS = [
 ]
 READ_ROWS = 65_536
 
-STATES = T.StructType(
-    [
-        *[
-            T.StructField(name, T.StringType() if name in ("cluster_id", "topic") else T.IntegerType(), True)
-            for name in TP
-        ],
-        T.StructField("producer_id", T.LongType(), True),
-        T.StructField("snapshot_offset", T.LongType(), True),
-        T.StructField("current_txn_first_offset", T.LongType(), True),
-        T.StructField("replayed_batches", T.LongType(), True),
-        T.StructField("replay_producer_epoch", T.IntegerType(), True),
-        T.StructField("replay_last_sequence", T.IntegerType(), True),
-        T.StructField("replay_last_offset", T.LongType(), True),
-        T.StructField("replay_offset_delta", T.IntegerType(), True),
-        T.StructField("replay_coordinator_epoch", T.IntegerType(), True),
-        T.StructField("replay_current_txn_first_offset", T.LongType(), True),
-        T.StructField("txn_starts_at_f", T.BooleanType(), True),
-        T.StructField("marker_between_f_and_x", T.BooleanType(), True),
-        T.StructField("marker_after_x", T.BooleanType(), True),
-    ]
-)
 _LONG_STATES = [
     "replayed_batches",
     "replay_producer_epoch",
@@ -82,6 +62,8 @@ _LONG_STATES = [
     "replay_current_txn_first_offset",
 ]
 _FLAG_STATES = ["txn_starts_at_f", "marker_between_f_and_x", "marker_after_x"]
+# the flags that depend on the entry's open transaction: a (snapshot, producer) with several entries has any of them
+_PER_TRANSACTION = _FLAG_STATES[:2]
 # row flags
 DATA, MARKER, TXN_DATA, ACCEPTED, BUMP = 1, 2, 4, 8, 16
 # per-row running values, one column each
@@ -97,7 +79,7 @@ def snapshot_states_pass(spark: SparkSession, replay_files: list[str], keys_path
     """One task per replay file: the state at every snapshot key of the producers the file holds."""
     count = max(1, len(replay_files))
     function = partial(states_of_files, files=tuple(replay_files), keys_path=keys_path)
-    return ArrowPass(spark.range(0, len(replay_files), 1, count), function, STATES)
+    return ArrowPass(spark.range(0, len(replay_files), 1, count), function, SNAPSHOT_STATES)
 
 
 def states_of_files(
@@ -111,9 +93,9 @@ def states_of_files(
 
 
 def states_of_file(path: str, keys: pa.Table) -> pa.Table:
-    """STATES of the `keys` whose producer's rows are in the replay file at `path`."""
+    """SNAPSHOT_STATES of the `keys` whose producer's rows are in the replay file at `path`."""
     walked = _walk(path)
-    schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in STATES])
+    schema = to_arrow_schema(SNAPSHOT_STATES)
     if walked is None:
         return schema.empty_table()
     groups, bounds, rows = walked
@@ -223,7 +205,8 @@ def _require_offset_order(base: np.ndarray, bounds: np.ndarray, path: str) -> No
 def _states_at(first, end, offsets, txn_starts, base, flags, epoch, last_seq, last_offset, coordinator_epoch,
                open_after):  # fmt: skip
     """Per key (its group's rows first..end, its snapshot offset and open transaction): the states as int64
-    (NONE: null) and int8 flags, from the group's rows below the offset."""
+    (NONE: null; one row per _LONG_STATES name, in order) and int8 flags (one row per _FLAG_STATES name), from the
+    group's rows below the offset."""
     n = base.shape[0]
     running = np.full((7, n), NONE, dtype=np.int64)
     group_max_marker = np.full(n, NONE, dtype=np.int64)
@@ -293,20 +276,11 @@ def _read_folder(path: str) -> pa.Table:
     return ds.dataset(local, format="parquet", filesystem=filesystem).to_table()
 
 
-def _arrow_type(spark_type: T.DataType) -> pa.DataType:
-    return {
-        T.StringType(): pa.string(),
-        T.IntegerType(): pa.int32(),
-        T.LongType(): pa.int64(),
-        T.BooleanType(): pa.bool_(),
-    }[spark_type]
-
-
 def by_snapshot(states: DataFrame) -> DataFrame:
     """One row per (partition, producer, snapshot offset): a producer whose entries name several open transactions
     has the transaction-dependent flags of any of them."""
-    per_key = [name for name in STATES.fieldNames() if name not in (*KEY_COLUMNS, *_FLAG_STATES[:2])]
+    per_key = [name for name in SNAPSHOT_STATES.fieldNames() if name not in (*KEY_COLUMNS, *_PER_TRANSACTION)]
     return states.groupBy(*GROUP, "snapshot_offset").agg(
         *[F.first(name).alias(name) for name in per_key],
-        *[F.max(name).alias(name) for name in _FLAG_STATES[:2]],
+        *[F.max(name).alias(name) for name in _PER_TRANSACTION],
     )
