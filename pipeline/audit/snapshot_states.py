@@ -6,9 +6,10 @@ highest epoch, its last accepted data batch, the last marker's coordinator epoch
 window that is a sort of every producer row of the snapshots' producers with the snapshot offsets, the costliest
 plan of a large run. The replay already wrote those rows in that order: each of its tasks handles whole partitions
 and writes one file, each replica's rows one producer after another in offset order (pipeline.audit.replay_task).
-So one task per replay file reads it with pyarrow, walks it once keeping running values per producer (numba), and
-takes each snapshot offset's state from the last row below it. Memory is about 50 bytes per producer row of the
-file, like the replay task's own sort positions; no row is sorted or exchanged again.
+So one task per replay file reads it with pyarrow, walks each producer's rows once keeping running values (numba), and
+takes each snapshot offset's state from the rows below it, each producer's keys in offset order. Memory is about
+50 bytes per producer row of the file (seven columns), held in memory, not spilled; no row is sorted or exchanged
+again.
 
 tests/test_snapshot_states.py checks the walk against the window definition (kept in tests/reference_replay.py).
 """
@@ -66,8 +67,6 @@ _FLAG_STATES = ["txn_starts_at_f", "marker_between_f_and_x", "marker_after_x"]
 _PER_TRANSACTION = _FLAG_STATES[:2]
 # row flags
 DATA, MARKER, TXN_DATA, ACCEPTED, BUMP = 1, 2, 4, 8, 16
-# per-row running values, one column each
-COUNT, MAX_EPOCH, LAST_DATA, MAX_DATA_BASE, MAX_BUMP_BASE, LAST_MARKER, MAX_MARKER_OFFSET = range(7)
 
 
 def snapshot_keys(entries: DataFrame) -> DataFrame:
@@ -100,6 +99,7 @@ def states_of_file(path: str, keys: pa.Table) -> pa.Table:
         return schema.empty_table()
     groups, bounds, rows = walked
     found = keys.join(groups, keys=GROUP, join_type="inner")
+    found = found.sort_by([("group", "ascending"), ("snapshot_offset", "ascending")])  # the walk's order
     # a producer the snapshot names without rows in its partition has no replay state at all (nulls)
     partitions = groups.select(TP).group_by(TP).aggregate([])
     stateless = keys.join(partitions, keys=TP, join_type="left semi").join(groups, keys=GROUP, join_type="left anti")
@@ -204,70 +204,64 @@ def _require_offset_order(base: np.ndarray, bounds: np.ndarray, path: str) -> No
 @numba.njit(nogil=True, cache=CACHE_KERNELS)
 def _states_at(first, end, offsets, txn_starts, base, flags, epoch, last_seq, last_offset, coordinator_epoch,
                open_after):  # fmt: skip
-    """Per key (its group's rows first..end, its snapshot offset and open transaction): the states as int64
-    (NONE: null; one row per _LONG_STATES name, in order) and int8 flags (one row per _FLAG_STATES name), from the
-    group's rows below the offset."""
-    n = base.shape[0]
-    running = np.full((7, n), NONE, dtype=np.int64)
-    group_max_marker = np.full(n, NONE, dtype=np.int64)
+    """Per key, the keys sorted by group and then offset (its group's rows first..end, its snapshot offset and open
+    transaction): the states as int64 (NONE: null; one row per _LONG_STATES name, in order) and int8 flags (one row
+    per _FLAG_STATES name), from the group's rows below the offset. One walk of each group's rows, its running
+    values carried from one key's offset to the next."""
     keys = offsets.shape[0]
-    for k in range(keys):  # running values of each key's group, once per group
-        g0, g1 = first[k], end[k]
-        if running[COUNT, g0] != NONE:
-            continue
-        for i in range(g0, g1):
-            at_start = i == g0
-            running[COUNT, i] = 1 if at_start else running[COUNT, i - 1] + 1
-            for column in (MAX_EPOCH, LAST_DATA, MAX_DATA_BASE, MAX_BUMP_BASE, LAST_MARKER, MAX_MARKER_OFFSET):
-                running[column, i] = NONE if at_start else running[column, i - 1]
-            if epoch[i] != NONE and (running[MAX_EPOCH, i] == NONE or epoch[i] > running[MAX_EPOCH, i]):
-                running[MAX_EPOCH, i] = epoch[i]
-            if flags[i] & ACCEPTED:
-                running[LAST_DATA, i] = i
-                if running[MAX_DATA_BASE, i] == NONE or base[i] > running[MAX_DATA_BASE, i]:
-                    running[MAX_DATA_BASE, i] = base[i]
-            if flags[i] & BUMP and (running[MAX_BUMP_BASE, i] == NONE or base[i] > running[MAX_BUMP_BASE, i]):
-                running[MAX_BUMP_BASE, i] = base[i]
-            if flags[i] & MARKER:
-                running[LAST_MARKER, i] = i
-                if running[MAX_MARKER_OFFSET, i] == NONE or base[i] > running[MAX_MARKER_OFFSET, i]:
-                    running[MAX_MARKER_OFFSET, i] = base[i]
-        group_max_marker[g0] = running[MAX_MARKER_OFFSET, g1 - 1]
     longs = np.full((7, keys), NONE, dtype=np.int64)
     bools = np.zeros((3, keys), dtype=np.int8)
+    g0, g1, i = -1, 0, 0
+    count, last_data, last_marker = 0, -1, -1  # the group's running values; rows by index (-1: none)
+    max_epoch = max_data = max_bump = max_marker = group_max_marker = NONE
     for k in range(keys):
-        g0, g1, x, txn_start = first[k], end[k], offsets[k], txn_starts[k]
-        below = g0 + np.searchsorted(base[g0:g1], x)  # rows below x: base offsets are sorted in the group
-        last = below - 1
-        count = below - g0
+        if first[k] != g0:
+            g0, g1, i = first[k], end[k], first[k]
+            count, max_epoch, last_data, max_data, max_bump, last_marker, max_marker = 0, NONE, -1, NONE, NONE, -1, NONE
+            group_max_marker = NONE
+            for j in range(g0, g1):
+                if flags[j] & MARKER and (group_max_marker == NONE or base[j] > group_max_marker):
+                    group_max_marker = base[j]
+        x, txn_start = offsets[k], txn_starts[k]
+        while i < g1 and base[i] < x:
+            count += 1
+            if epoch[i] != NONE and (max_epoch == NONE or epoch[i] > max_epoch):
+                max_epoch = epoch[i]
+            if flags[i] & ACCEPTED:
+                last_data = i
+                if max_data == NONE or base[i] > max_data:
+                    max_data = base[i]
+            if flags[i] & BUMP and (max_bump == NONE or base[i] > max_bump):
+                max_bump = base[i]
+            if flags[i] & MARKER:
+                last_marker = i
+                if max_marker == NONE or base[i] > max_marker:
+                    max_marker = base[i]
+            i += 1
         longs[0, k] = count
         if count > 0:
-            longs[1, k] = running[MAX_EPOCH, last]
-            max_data, max_bump = running[MAX_DATA_BASE, last], running[MAX_BUMP_BASE, last]
+            longs[1, k] = max_epoch
             cleared = max_bump != NONE and (max_data == NONE or max_bump > max_data)
-            data = running[LAST_DATA, last]
-            if cleared or data == NONE:
+            if cleared or last_data < 0:
                 longs[2, k], longs[3, k], longs[4, k] = -1, -1, 0
             else:
-                longs[2, k] = last_seq[data] if last_seq[data] != NONE else -1
-                longs[3, k] = last_offset[data] if last_offset[data] != NONE else -1
-                delta_known = last_offset[data] != NONE and base[data] != NONE
-                longs[4, k] = last_offset[data] - base[data] if delta_known else 0
-            marker = running[LAST_MARKER, last]
-            longs[5, k] = -1 if marker == NONE or coordinator_epoch[marker] == NONE else coordinator_epoch[marker]
-            longs[6, k] = open_after[last]
-            marker_offset = running[MAX_MARKER_OFFSET, last]
-            bools[1, k] = txn_start != NONE and marker_offset != NONE and marker_offset >= txn_start
+                longs[2, k] = last_seq[last_data] if last_seq[last_data] != NONE else -1
+                longs[3, k] = last_offset[last_data] if last_offset[last_data] != NONE else -1
+                delta_known = last_offset[last_data] != NONE and base[last_data] != NONE
+                longs[4, k] = last_offset[last_data] - base[last_data] if delta_known else 0
+            known = last_marker >= 0 and coordinator_epoch[last_marker] != NONE
+            longs[5, k] = coordinator_epoch[last_marker] if known else -1
+            longs[6, k] = open_after[i - 1]
+            bools[1, k] = txn_start != NONE and max_marker != NONE and max_marker >= txn_start
         else:
             longs[2, k], longs[3, k], longs[4, k], longs[5, k] = -1, -1, 0, -1
         if txn_start != NONE:
-            i = g0 + np.searchsorted(base[g0:g1], txn_start)
-            while i < g1 and base[i] == txn_start:
-                if flags[i] & TXN_DATA:
+            j = g0 + np.searchsorted(base[g0:g1], txn_start)
+            while j < g1 and base[j] == txn_start:
+                if flags[j] & TXN_DATA:
                     bools[0, k] = 1
-                i += 1
-        most = group_max_marker[g0]
-        bools[2, k] = most != NONE and most >= x
+                j += 1
+        bools[2, k] = group_max_marker != NONE and group_max_marker >= x
     return longs, bools
 
 
