@@ -18,27 +18,26 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from pipeline.sources.input_plan import DUMP_SUFFIXES
 from pipeline.sources.log_dir_names import SEGMENT_FILE
+from pipeline.tables.files import is_uri
 from pipeline.tables.stats import logged_row_count
 
 log = logging.getLogger(__name__)
 
 QUICK_ONLY = "-XX:TieredStopAtLevel=1"
 BATCH_BYTES = 200
-_URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
 def expected_batches(command: str, inputs: Iterable[str], warehouse: str) -> int | None:
     """About how many batches `command` audits; None when it audits none or the size cannot be known here."""
     if command == "audit":
-        return None if _URI.match(warehouse) else logged_row_count(f"{warehouse}/batches")
+        return None if is_uri(warehouse) else logged_row_count(f"{warehouse}/batches")
     if command == "run":
-        return sum(_log_bytes(Path(path)) for path in inputs if not _URI.match(path)) // BATCH_BYTES
+        return sum(_log_bytes(Path(path)) for path in inputs if not is_uri(path)) // BATCH_BYTES
     return None
 
 
