@@ -39,14 +39,29 @@ class Audit:
         return Audit({name: frame[frame.topic.map(keep)] for name, frame in self.tables.items()})
 
 
-def audit(inputs: list[Path], warehouse: Path) -> Audit:
-    command = [str(CLI), "run", "--warehouse", str(warehouse), "--fail-on", "never"]
-    for path in inputs:
-        command += ["--input", str(path)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr[-3000:]
+def audits(runs: list[tuple[list[Path], Path]]) -> list[Audit]:
+    """`produce-audit run` over each (inputs, warehouse), all at once: each spends much of its time starting a JVM
+    and Spark, which the others fill."""
+    started = []
+    for inputs, warehouse in runs:
+        command = [str(CLI), "run", "--warehouse", str(warehouse), "--fail-on", "never"]
+        for path in inputs:
+            command += ["--input", str(path)]
+        log = warehouse.parent / "stderr.log"  # a file, not a pipe: no run waits for another's output to be read
+        with log.open("wb") as stderr:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        started.append((process, log, warehouse))
     names = ("findings", "transactions", "producer_state", "partition_summary", "batches")
-    return Audit({name: DeltaTable(str(warehouse / name)).to_pandas() for name in names})
+    done = []
+    try:
+        for process, log, warehouse in started:
+            assert process.wait(timeout=1800) == 0, log.read_text(errors="replace")[-3000:]
+            done.append(Audit({name: DeltaTable(str(warehouse / name)).to_pandas() for name in names}))
+    finally:
+        for process, _, _ in started:  # the others' when one failed
+            if process.poll() is None:
+                process.kill()
+    return done
 
 
 @pytest.fixture(scope="session")
@@ -74,15 +89,27 @@ def v1_transactions(truth) -> list[tuple[int, int]]:
 
 
 @pytest.fixture(scope="session")
-def combined(broker_run, v1_transactions, tmp_path_factory) -> Audit:
-    """One run over the broker's log dir and, as topics of their own, the damaged copies of its v1-0.
+def both_runs(broker_run, v1_transactions, tmp_path_factory) -> tuple[Audit, Audit]:
+    """(combined, dumped): one run over the broker's log dir and, as topics of their own, the damaged copies of its
+    v1-0; and one over the kafka-dump-log text of its segments.
 
     The copies share a run with the broker's log dir to save a Spark start; their topic names appear in no
     coordinator record, so their findings are only ever compared with those of the undamaged copy.
     """
     copies = tmp_path_factory.mktemp("damaged") / "logs"
     corruption.damaged_copies(broker_run.log_dir / "v1-0", copies, v1_transactions)
-    return audit([broker_run.log_dir, copies], tmp_path_factory.mktemp("broker-wh") / "wh")
+    combined, dumped = audits(
+        [
+            ([broker_run.log_dir, copies], tmp_path_factory.mktemp("broker-wh") / "wh"),
+            ([broker_run.dumps], tmp_path_factory.mktemp("dump-wh") / "wh"),
+        ]
+    )
+    return combined, dumped
+
+
+@pytest.fixture(scope="session")
+def combined(both_runs) -> Audit:
+    return both_runs[0]
 
 
 @pytest.fixture(scope="session")
@@ -96,8 +123,8 @@ def damaged(combined) -> Audit:
 
 
 @pytest.fixture(scope="session")
-def dumped(broker_run, tmp_path_factory) -> Audit:
-    return audit([broker_run.dumps], tmp_path_factory.mktemp("dump-wh") / "wh")
+def dumped(both_runs) -> Audit:
+    return both_runs[1]
 
 
 def _keys(findings: pd.DataFrame) -> set[tuple]:

@@ -6,6 +6,7 @@ Each topic kind is dumped with the decoder an operator would use: `--transaction
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.kafka_broker import jvm
@@ -21,11 +22,13 @@ def dump_log_dir(log_dir: Path, out: Path) -> list[Path]:
         topic = segment.parent.name.rsplit("-", 1)[0]
         groups.setdefault(topic if topic in DECODERS else "topics", []).append(segment)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, segments in sorted(groups.items()):
-        files = ",".join(str(s) for s in segments)
+
+    def dump(name: str) -> Path:
+        files = ",".join(str(s) for s in groups[name])
         text = jvm.run(MAIN, "--deep-iteration", "--print-data-log", *DECODERS.get(name, []), "--files", files)
         path = out / f"{name.strip('_')}.txt"
         path.write_text(text)
-        written.append(path)
-    return written
+        return path
+
+    with ThreadPoolExecutor(max(len(groups), 1)) as tools:  # the kinds at once: each JVM mostly starts up
+        return list(tools.map(dump, sorted(groups)))

@@ -8,6 +8,7 @@ partition is deleted with DeleteRecords, and it is stopped cleanly before its lo
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,11 +45,13 @@ def run_all(home: Path) -> Fixture:
     """Format, start, run every workload, stop; then dump every segment. `home` must not exist yet."""
     started = time.monotonic()
     ledger = Ledger(notes={"kafka_version": KAFKA_VERSION, "hanging_transaction": HANGING})
-    classes = java_clients.compile_program(home / "classes")
-    broker = Broker(home / "broker", features={"transaction.version": 2})
-    broker.format()
-    broker.start()
+    with ThreadPoolExecutor(1) as javac:  # the client compiles while the broker starts
+        compiled = javac.submit(java_clients.compile_program, home / "classes")
+        broker = Broker(home / "broker", features={"transaction.version": 2})
+        broker.format()
+        broker.start()
     try:
+        classes = compiled.result()
         bootstrap = broker.bootstrap
         librdkafka_clients.create_topics(bootstrap, TOPICS)
         librdkafka_clients.idempotent(bootstrap, ledger, "idempotent")
