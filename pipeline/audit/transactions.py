@@ -260,7 +260,7 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
 
     grouped = (
         replayed.where(txn_data | marker)
-        .groupBy(*TP_PID, "txn_group")
+        .groupBy(*TP_PID, "txn_group", "transaction_version")
         .agg(
             F.min_by(data("producer_epoch"), data("base_offset")).alias("data_epoch"),
             F.min(data("base_offset")).alias("first_offset"),
@@ -275,7 +275,6 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
             F.coalesce(F.sum(data("record_count")), F.lit(0)).cast("long").alias("record_count"),
             F.min_by(data("max_timestamp"), data("base_offset")).alias("start_timestamp"),
             F.max(data("max_timestamp")).alias("last_data_timestamp"),
-            F.first("transaction_version", ignorenulls=True).alias("transaction_version"),
             F.first("broker_id").alias("broker_id"),
         )
     )
@@ -318,7 +317,7 @@ def build_producer_state(replayed: DataFrame) -> DataFrame:
         ),
         order,
     )
-    return replayed.groupBy(*TP_PID).agg(
+    return replayed.groupBy(*TP_PID, "transaction_version").agg(
         F.max("producer_epoch").alias("producer_epoch"),
         F.when(window_cleared(), F.lit(-1))
         .otherwise(F.max_by(F.when(accepted_data, F.col("last_sequence")), F.when(accepted_data, order)))
@@ -329,6 +328,5 @@ def build_producer_state(replayed: DataFrame) -> DataFrame:
         last_group_open.alias("current_txn_start_offset"),
         F.count(F.lit(1)).alias("batch_count"),
         F.max("is_transactional").alias("is_transactional"),
-        F.first("transaction_version", ignorenulls=True).alias("transaction_version"),
         F.first("broker_id").alias("broker_id"),
     )
