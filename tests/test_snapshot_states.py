@@ -26,6 +26,7 @@ from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
 from pipeline.tables.store import TableStore
 from tests import reference_replay
+from tests.broker_dirs import apart_by_partition
 
 
 def _ingested(spark, warehouse: Path, inputs: list[str]) -> TableStore:
@@ -82,24 +83,9 @@ def test_same_states_as_the_window_on_generated_logs(spark, generated, scratch, 
     assert any(row.replay_coordinator_epoch >= 0 for row in rows if row.replayed_batches)
 
 
-def _apart_by_partition(dirs: list[Path]) -> list[list[str]]:
-    """The dirs in as few groups as hold no partition name twice: several dirs hold copies of one unnamed replica,
-    which must not be read together, while dirs of different partitions ingest together as they do alone."""
-    groups: list[tuple[set[str], list[str]]] = []
-    for directory in dirs:
-        names = {log.parent.name for log in directory.rglob("*.log")}
-        group = next((group for group in groups if not group[0] & names), None)
-        if group is None:
-            groups.append((set(), []))
-            group = groups[-1]
-        group[0].update(names)
-        group[1].append(str(directory))
-    return [members for _, members in groups]
-
-
 def test_same_states_as_the_window_on_real_broker_dirs(spark, realdata, tmp_path, scratch):
     dirs = sorted(path for path in (realdata / "broker-segments").glob("[!_]*") if path.is_dir())
-    groups = _apart_by_partition(dirs)
+    groups = apart_by_partition(dirs)
     assert sorted(d for group in groups for d in group) == [str(d) for d in dirs]
     settings = AuditSettings()
     compared = 0
