@@ -4,7 +4,7 @@ A Python process has one JVM, and this suite's session has no delta-spark so tha
 backend everywhere else. The native checks therefore run in one more pytest, started here, whose session loads
 the bundle `produce-audit prepare` installed (conftest.NATIVE_SESSION): the table store tests with the native
 backend and across the two backends and delta-rs. Every command-line test runs native too (the installed bundle
-makes `auto` native); tests/test_end_to_end.py checks what a native run of the sample publishes. (BENCHMARKS.md,
+makes `auto` native); tests/test_spark_submit.py checks what a native run of the sample publishes. (BENCHMARKS.md,
 "Delta backends", compares a native run's tables with an embedded run's.)
 """
 
