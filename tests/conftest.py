@@ -90,3 +90,29 @@ def two_audit_runs(spark, tmp_path_factory):
     earlier, later = runs
     assert earlier != later
     return warehouse, earlier, later
+
+
+@pytest.fixture(scope="session")
+def generated_logs(tmp_path_factory) -> Path:
+    """A generated log root with anomalies of every family (3,000 batches in 16 KiB segments), written once for
+    the tests that compare the replay's paths with their references on it; they only read it."""
+    from pipeline.generate.options import GenerateOptions
+    from pipeline.generate.simulation import write_log_root
+
+    root = tmp_path_factory.mktemp("generated-logs") / "root"
+    write_log_root(GenerateOptions(out=root, batches=3000, anomaly_rate=0.05, segment_bytes=16 * 1024))
+    return root
+
+
+@pytest.fixture(scope="session")
+def generated_warehouse(spark, generated_logs, tmp_path_factory) -> Path:
+    """`generated_logs` ingested once, for the tests that read its tables and write nothing there."""
+    import contextlib
+    import io
+
+    from pipeline.cli import main
+
+    warehouse = tmp_path_factory.mktemp("generated-wh")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["ingest", "--input", str(generated_logs), "--warehouse", str(warehouse)]) == 0
+    return warehouse

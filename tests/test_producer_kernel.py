@@ -17,8 +17,6 @@ from pipeline.audit import producer_arrow, task_rows
 from pipeline.audit.replay import replay, replay_input
 from pipeline.audit.replay_task import replay_rows
 from pipeline.config import AuditSettings, Settings
-from pipeline.generate.options import GenerateOptions
-from pipeline.generate.simulation import write_log_root
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources.input_plan import plan_inputs
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
@@ -32,10 +30,8 @@ LOCATION = ["topic", "partition", "broker_id", "segment_base_offset", "position"
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("kernel") / "root"
-    write_log_root(GenerateOptions(out=root, batches=3000, anomaly_rate=0.05, segment_bytes=16 * 1024))
-    return root
+def generated(generated_logs) -> Path:
+    return generated_logs
 
 
 def _assert_same_state(spark, inputs: list[str], settings: AuditSettings) -> int:

@@ -19,8 +19,6 @@ from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import replay_files_pass, task_files
 from pipeline.cli import main
 from pipeline.config import AuditSettings
-from pipeline.generate.options import GenerateOptions
-from pipeline.generate.simulation import write_log_root
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.store import TableStore
 from schemas.batches import STATUS_OK
@@ -58,10 +56,8 @@ def _assert_same_replay(spark, store: TableStore, settings: AuditSettings, scrat
     return from_files.count(), versions
 
 
-def test_same_replay_as_the_exchange_on_generated_logs(spark, tmp_path, scratch):
-    root = tmp_path / "root"
-    write_log_root(GenerateOptions(out=root, batches=3000, anomaly_rate=0.05, segment_bytes=16 * 1024))
-    store = _ingested(spark, tmp_path / "wh", [str(root)])
+def test_same_replay_as_the_exchange_on_generated_logs(spark, generated_warehouse, scratch):
+    store = TableStore(spark, str(generated_warehouse))
     settings = AuditSettings(compacted_topics=["*-changelog"])
     # few rows per task and per read, so tasks hold several partitions and files span several reads
     spark.conf.set("spark.sql.shuffle.partitions", "3")

@@ -22,8 +22,6 @@ from pipeline.audit.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.state import build_state
 from pipeline.cli import main
 from pipeline.config import AuditSettings
-from pipeline.generate.options import GenerateOptions
-from pipeline.generate.simulation import write_log_root
 from pipeline.tables.store import TableStore
 from tests import reference_replay
 from tests.broker_dirs import apart_by_partition
@@ -48,10 +46,8 @@ def _audit_state(store: TableStore, settings: AuditSettings, scratch, from_files
 
 
 @pytest.fixture(scope="module")
-def generated(spark, tmp_path_factory) -> TableStore:
-    root = tmp_path_factory.mktemp("root")
-    write_log_root(GenerateOptions(out=root, batches=3000, anomaly_rate=0.05, segment_bytes=16 * 1024))
-    return _ingested(spark, tmp_path_factory.mktemp("wh"), [str(root)])
+def generated(spark, generated_warehouse) -> TableStore:
+    return TableStore(spark, str(generated_warehouse))
 
 
 def _assert_same_states(inputs, side, settings: AuditSettings) -> list:
