@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.columns import INT32_MAX
 from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.partition_sets import partition_set
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from schemas.checkpoints import CLEANER_OFFSET
@@ -161,19 +162,6 @@ BATCH_ATTRIBUTES = rule(
 )
 
 
-def _partition_set(partitions: Column) -> Column:
-    """The partitions of a record as a sorted array of `topic-partition` names (null stays null)."""
-    names = F.flatten(
-        F.transform(
-            partitions,
-            lambda entry: F.transform(
-                entry["partitions"], lambda p: F.concat_ws("-", entry["topic"], p.cast("string"))
-            ),
-        )
-    )
-    return F.array_sort(F.array_distinct(names))
-
-
 def _state_in(column: Column, states) -> Column:
     return column.isin(*states)
 
@@ -182,7 +170,8 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
     """Records of the audited replica of each partition, with their location and uncleaned flag; `followed`: a later
     record of its transactional id follows it in the partition, `previous_timeout_ms`: the timeout of the id's record
     before it (one window here, which the frames and tables that need them read)."""
-    replicas = prepared.select(*TP, "broker_id").distinct()
+    # One row per audited partition, broadcast: otherwise Spark sorts the wide records once more for a merge join.
+    replicas = F.broadcast(prepared.select(*TP, "broker_id").distinct())
     records = transaction_log.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1))).join(
         replicas, on=[*TP, "broker_id"], how="inner"
     )
@@ -198,7 +187,7 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
             .groupBy(*TP, "broker_id")
             .agg(F.max("offset").alias("cleaner_offset"))
         )
-        records = records.join(cleaner, on=[*TP, "broker_id"], how="left").withColumn(
+        records = records.join(F.broadcast(cleaner), on=[*TP, "broker_id"], how="left").withColumn(
             "uncleaned_from", F.greatest("uncleaned_from", "cleaner_offset")
         )
     of_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
@@ -210,7 +199,7 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
         (F.col("record_offset") >= F.coalesce("uncleaned_from", F.lit(0))).alias("is_uncleaned"),
         F.col("record_offset").alias("base_offset"),
         F.col("record_offset").alias("last_offset"),
-        _partition_set(F.col("partitions")).alias("partition_set"),
+        partition_set(F.col("partitions")).alias("partition_set"),
         (F.coalesce("client_transaction_version", F.lit(0)) == 2).alias("is_tv2"),
     ).drop("_gap_end", "cleaner_offset")
 
