@@ -258,6 +258,8 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
     def at_marker(column: str) -> Column:
         return F.max(F.when(marker, F.col(column)))
 
+    # The version is one per producer (the replay's conclusion over its rows), so grouping by it is taking it; a
+    # first() of this text would make Spark sort every row to aggregate them instead of hashing them.
     grouped = (
         replayed.where(txn_data | marker)
         .groupBy(*TP_PID, "txn_group", "transaction_version")
@@ -317,6 +319,7 @@ def build_producer_state(replayed: DataFrame) -> DataFrame:
         ),
         order,
     )
+    # By the version, one per producer, as build_transactions: aggregated by hash, not by sorting the rows.
     return replayed.groupBy(*TP_PID, "transaction_version").agg(
         F.max("producer_epoch").alias("producer_epoch"),
         F.when(window_cleared(), F.lit(-1))
