@@ -5,18 +5,22 @@ The key and value decoders are pure functions over bytes with a small reader for
 tests run them without Spark and executors run them inside `mapInArrow`. They never raise on bad bytes: an
 unknown version, a short buffer or a length running past the end becomes `decode_error`, naming the byte
 position in the key or value, and every length is checked against the bytes that are there before anything
-is read or sized from it.
+is read or sized from it. A large log holds millions of `__transaction_state` records: those are first read by a
+path for well-formed records (`transaction_log_values`), which leaves anything else to that checked decoder.
 
 The Spark reader walks the segments of those topics like `segments.read_segments` (same byte-range split,
 same entry walk from `kafka_format`) and reads the records of the batches it keeps with
-`records.iter_records`; only the batches that can hold such records are read again from the file.
+`records.window_records`, a window at a time; only the batches that can hold such records are read again from
+the file, and their rows are made as columns.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import struct
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -31,7 +35,7 @@ from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
 from pipeline.sources.log_roots import SegmentFile
-from pipeline.sources.records.api import RecordError, iter_records
+from pipeline.sources.records.api import RecordError, window_records
 from pipeline.sources.segments import SEGMENT_DESCRIPTOR, SOURCE_FORMAT, segment_ranges
 from schemas.batches import STATUS_OK
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC, GROUP_METADATA_KEY_VERSION, OFFSET_COMMITS
@@ -294,6 +298,164 @@ def _decode_transaction_log_value(reader: _Reader, row: dict[str, Any]) -> None:
         reader.tagged_fields(_TRANSACTION_LOG_TAGS, row)
 
 
+TRANSACTION_LOG_DECODED = (
+    "key_version",
+    "transactional_id",
+    "is_tombstone",
+    "value_version",
+    "producer_id",
+    "producer_epoch",
+    "transaction_timeout_ms",
+    "state",
+    "state_name",
+    "partitions",
+    "last_update_timestamp_ms",
+    "start_timestamp_ms",
+    "previous_producer_id",
+    "next_producer_id",
+    "client_transaction_version",
+    "next_producer_epoch",
+    "decode_error",
+)
+_KEY_START = struct.Struct(">hh")  # key version, transactional id length
+_VALUE_START = struct.Struct(">hqhib")  # value version .. transaction status: 17 bytes
+_TIMESTAMPS = struct.Struct(">qq")
+_INT16, _INT32 = _INTEGERS[2], _INTEGERS[4]
+_TOMBSTONE_VALUE = (None,) * (len(TRANSACTION_LOG_DECODED) - 3)
+_V0_TAGGED_FIELDS = (None,) * len(_TRANSACTION_LOG_TAGS)
+
+
+class _Unusual(Exception):
+    """A record the well-formed path leaves to `decode_transaction_log`."""
+
+
+def transaction_log_values(key: bytes | None, value: bytes | None) -> tuple:
+    """`decode_transaction_log` as a tuple in `TRANSACTION_LOG_DECODED` order, None for what it leaves out.
+
+    Nearly every record is well formed and is read here with a few unpacks, without a reader or a dict. Anything
+    else (a fault, a tagged field in a partition entry) goes to `decode_transaction_log`, which checks every field
+    and names the fault. The fast path only ever returns what that decoder would: it gives up on everything the
+    decoder rejects, and what it reads whole also passes the decoder's upfront count checks, as every array item
+    it reads is at least as long as they assume.
+    """
+    try:
+        return _well_formed_transaction_log(key, value)
+    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+        return tuple(map(decode_transaction_log(key, value).get, TRANSACTION_LOG_DECODED))
+
+
+def _well_formed_transaction_log(key: bytes | None, value: bytes | None) -> tuple:
+    """Raises _Unusual (or a struct, index or UTF-8 error: bytes missing or invalid) for what it does not read."""
+    if key is None:
+        raise _Unusual
+    key_version, length = _KEY_START.unpack_from(key)
+    if key_version != TRANSACTION_LOG_KEY_VERSION or not 0 <= length <= len(key) - _KEY_START.size:
+        raise _Unusual
+    transactional_id = key[_KEY_START.size : _KEY_START.size + length].decode("utf-8")
+    if value is None:
+        return (key_version, transactional_id, True, *_TOMBSTONE_VALUE)
+    version, producer_id, producer_epoch, timeout, state = _VALUE_START.unpack_from(value)
+    if version == 0:
+        partitions, position = _v0_partitions(value, _VALUE_START.size)
+        last_update, start = _TIMESTAMPS.unpack_from(value, position)
+        tagged_fields = _V0_TAGGED_FIELDS
+    elif version == 1:
+        partitions, position = _v1_partitions(value, _VALUE_START.size)
+        last_update, start = _TIMESTAMPS.unpack_from(value, position)
+        tagged_fields = _v1_tagged_fields(value, position + _TIMESTAMPS.size)
+    else:
+        raise _Unusual
+    state_name = TRANSACTION_STATES[state] if 0 <= state < len(TRANSACTION_STATES) else None
+    return (
+        key_version,
+        transactional_id,
+        False,
+        version,
+        producer_id,
+        producer_epoch,
+        timeout,
+        state,
+        state_name,
+        partitions,
+        last_update,
+        start,
+        *tagged_fields,
+        None,
+    )
+
+
+def _v0_partitions(value: bytes, position: int) -> tuple[list[dict[str, Any]] | None, int]:
+    (count,) = _INT32.unpack_from(value, position)
+    position += _INT32_BYTES
+    if count == -1:
+        return None, position
+    if count < 0:
+        raise _Unusual
+    partitions = []
+    for _ in range(count):
+        (length,) = _INT16.unpack_from(value, position)
+        topic_end = position + 2 + length
+        (ids,) = _INT32.unpack_from(value, topic_end)  # also checks that the topic is there
+        ids_end = topic_end + _INT32_BYTES * (1 + ids)
+        if length < 0 or ids < 0 or ids_end > len(value):
+            raise _Unusual
+        topic = value[position + 2 : topic_end].decode("utf-8")
+        partitions.append(
+            {"topic": topic, "partitions": list(struct.unpack_from(f">{ids}i", value, ids_end - 4 * ids))}
+        )
+        position = ids_end
+    return partitions, position
+
+
+def _v1_partitions(value: bytes, position: int) -> tuple[list[dict[str, Any]] | None, int]:
+    count, position = _uvarint(value, position)
+    if count == 0:
+        return None, position
+    partitions = []
+    for _ in range(count - 1):
+        length, position = _uvarint(value, position)
+        topic_end = position + length - 1
+        ids, ids_start = _uvarint(value, topic_end)  # also checks that the topic is there
+        ids_end = ids_start + _INT32_BYTES * (ids - 1)
+        if length == 0 or ids == 0 or ids_end >= len(value) or value[ids_end] != 0:  # no tagged fields in the entry
+            raise _Unusual
+        topic = value[position:topic_end].decode("utf-8")
+        partitions.append({"topic": topic, "partitions": list(struct.unpack_from(f">{ids - 1}i", value, ids_start))})
+        position = ids_end + 1
+    return partitions, position
+
+
+def _v1_tagged_fields(value: bytes, position: int) -> tuple[int, ...]:
+    fields = dict(V1_TAGGED_FIELD_DEFAULTS)
+    count, position = _uvarint(value, position)
+    previous = -1
+    for _ in range(count):
+        tag, position = _uvarint(value, position)
+        size, position = _uvarint(value, position)
+        if tag <= previous or size > len(value) - position:
+            raise _Unusual
+        previous = tag
+        if tag in _TRANSACTION_LOG_TAGS:
+            column, width = _TRANSACTION_LOG_TAGS[tag]
+            if size != width:
+                raise _Unusual
+            (fields[column],) = _INTEGERS[width].unpack_from(value, position)
+        position += size
+    return tuple(fields[column] for column, _ in _TRANSACTION_LOG_TAGS.values())
+
+
+def _uvarint(data: bytes, position: int) -> tuple[int, int]:
+    """(value, next position) like `_Reader.uvarint`; IndexError at the end of `data`."""
+    value = 0
+    for shift in range(0, 35, 7):
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value & 0xFFFFFFFF, position
+    raise _Unusual
+
+
 # --- __consumer_offsets ----------------------------------------------------------------------------------
 
 
@@ -341,60 +503,118 @@ def _decode_offset_commit_value(reader: _Reader, row: dict[str, Any]) -> None:
 
 # --- batches and records ---------------------------------------------------------------------------------
 
-_KeyValueDecoder = Callable[[bytes | None, bytes | None], dict[str, Any]]
+OFFSET_COMMIT_DECODED = (
+    "key_version",
+    "group",
+    "committed_topic",
+    "committed_partition",
+    "is_tombstone",
+    "value_version",
+    "committed_offset",
+    "leader_epoch",
+    "metadata",
+    "commit_timestamp",
+    "expire_timestamp",
+    "decode_error",
+)
 
 
-def transaction_log_rows(entry: bytes, batch: dict[str, Any]) -> list[dict[str, Any]]:
-    """`transaction_log` columns of the records of one batch entry (whole entry, header included).
+def _offset_commit_values(key: bytes | None, value: bytes | None) -> tuple:
+    return tuple(map(decode_offset_commit(key, value).get, OFFSET_COMMIT_DECODED))
 
-    `batch` holds the header fields of the entry (`kafka_format.DECODED_SCHEMA` names). A batch whose records
-    Kafka's reader would reject gives one row whose `decode_error` says why.
+
+@dataclass(frozen=True)
+class CoordinatorRecords:
+    """How the records of a coordinator topic become rows of its table (`schema`): `decode` gives the `decoded`
+    columns of a record's key and value; `batch_columns` are (table column, header field) pairs taken from its
+    batch.
+
+    Called with one batch entry it gives that entry's rows (for callers outside Spark); the executors make the
+    rows of a whole window at once (`window`), as lists per column rather than a dict per row.
     """
-    fields = {
-        "batch_base_offset": batch["base_offset"],
-        "batch_timestamp": batch["max_timestamp"],
-        "partition_leader_epoch": batch["partition_leader_epoch"],
-        "batch_is_transactional": batch["is_transactional"],
-        "batch_compression": batch["compression"],
-        "batch_producer_id": batch["producer_id"],
-        "position": batch["position"],
-    }
-    return _record_rows(entry, batch, fields, decode_transaction_log, with_timestamp=True)
 
+    schema: pa.Schema
+    decode: Callable[[bytes | None, bytes | None], tuple]
+    decoded: tuple[str, ...]
+    batch_columns: tuple[tuple[str, str], ...]
+    with_timestamp: bool
 
-def offset_commit_rows(entry: bytes, batch: dict[str, Any]) -> list[dict[str, Any]]:
-    """`offset_commits` columns of the records of one transactional batch entry, group metadata included
-    (key version 2) so the caller can count what it drops."""
-    fields = {
-        "batch_base_offset": batch["base_offset"],
-        "producer_id": batch["producer_id"],
-        "producer_epoch": batch["producer_epoch"],
-        "position": batch["position"],
-    }
-    return _record_rows(entry, batch, fields, decode_offset_commit, with_timestamp=False)
+    def __call__(self, entry: bytes, batch: dict[str, Any]) -> list[dict[str, Any]]:
+        """The rows of the records of one batch entry (whole entry, header included), without provenance; `batch`
+        holds the header fields of the entry (`kafka_format.DECODED_SCHEMA` names)."""
+        batches = {field: [batch[field]] for field in _BATCH_FIELDS}
+        return self.window(memoryview(entry), [0], [len(entry)], batches, {}).to_pylist()
 
+    def window(
+        self,
+        view: memoryview,
+        starts: list[int],
+        ends: list[int],
+        batches: dict[str, list[Any]],
+        provenance: dict[str, Any],
+    ) -> pa.RecordBatch:
+        """The rows of the records of the batch entries at [starts, ends) of `view`, whose header fields are the
+        lists of `batches`; `provenance` holds the columns every row shares. A batch whose records Kafka's reader
+        would reject gives one row whose `decode_error` says why.
 
-def _record_rows(
-    entry: bytes, batch: dict[str, Any], fields: dict[str, Any], decode: _KeyValueDecoder, with_timestamp: bool
-) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        for record in iter_records(entry):
-            row = dict(fields, record_offset=_int64(batch["base_offset"] + record.offset_delta))
-            if with_timestamp:
-                row["record_timestamp"] = _record_timestamp(batch, record.timestamp_delta)
-            row.update(decode(record.key, record.value))
-            rows.append(row)
-    except RecordError as exc:
-        rows.append(dict(fields, decode_error=f"records unreadable at byte {exc.position} of the batch: {exc.reason}"))
-    return rows
+        Python's cycle collector is off meanwhile: the rows are thousands of small containers in no cycle, and
+        every few thousand of them it would walk the worker's whole heap (pyspark, pyarrow, numba), which doubled
+        the CPU of the decode. They are gone when it is back on.
+        """
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._window(view, starts, ends, batches, provenance)
+        finally:
+            if enabled:
+                gc.enable()
 
-
-def _record_timestamp(batch: dict[str, Any], timestamp_delta: int) -> int | None:
-    """`DefaultRecord.timestamp`: in a LogAppendTime batch every record has the batch's max timestamp."""
-    if batch["timestamp_type"] == LOG_APPEND_TIME:
-        return batch["max_timestamp"]
-    return _int64(batch["base_timestamp"] + timestamp_delta)
+    def _window(
+        self,
+        view: memoryview,
+        starts: list[int],
+        ends: list[int],
+        batches: dict[str, list[Any]],
+        provenance: dict[str, Any],
+    ) -> pa.RecordBatch:
+        of_batch: list[int] = []  # the batch of each row
+        offsets: list[int | None] = []
+        timestamps: list[int | None] = []
+        decoded: list[tuple] = []
+        unreadable = (None,) * (len(self.decoded) - 1)
+        for index, records in enumerate(window_records(view, starts, ends)):
+            if isinstance(records, RecordError):
+                of_batch.append(index)
+                offsets.append(None)
+                timestamps.append(None)
+                decoded.append(
+                    (*unreadable, f"records unreadable at byte {records.position} of the batch: {records.reason}")
+                )
+                continue
+            base_offset, base_timestamp = batches["base_offset"][index], batches["base_timestamp"][index]
+            log_append_time = batches["timestamp_type"][index] == LOG_APPEND_TIME
+            for record in records:
+                of_batch.append(index)
+                offsets.append(_int64(base_offset + record.offset_delta))
+                # `DefaultRecord.timestamp`: in a LogAppendTime batch every record has the batch's max timestamp.
+                if log_append_time:
+                    timestamps.append(batches["max_timestamp"][index])
+                else:
+                    timestamps.append(_int64(base_timestamp + record.timestamp_delta))
+                decoded.append(self.decode(record.key, record.value))
+        rows = len(of_batch)
+        columns = {column: [value] * rows for column, value in provenance.items()}
+        columns.update((column, [batches[field][index] for index in of_batch]) for column, field in self.batch_columns)
+        columns["record_offset"] = offsets
+        if self.with_timestamp:
+            columns["record_timestamp"] = timestamps
+        if decoded:
+            columns.update(zip(self.decoded, zip(*decoded, strict=True), strict=True))
+        arrays = [
+            pa.array(columns[field.name], field.type) if field.name in columns else pa.nulls(rows, field.type)
+            for field in self.schema
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
 def _int64(value: int) -> int | None:
@@ -402,11 +622,40 @@ def _int64(value: int) -> int | None:
     return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
+transaction_log_rows = CoordinatorRecords(
+    to_arrow_schema(TRANSACTION_LOG),
+    transaction_log_values,
+    TRANSACTION_LOG_DECODED,
+    (
+        ("batch_base_offset", "base_offset"),
+        ("batch_timestamp", "max_timestamp"),
+        ("partition_leader_epoch", "partition_leader_epoch"),
+        ("batch_is_transactional", "is_transactional"),
+        ("batch_compression", "compression"),
+        ("batch_producer_id", "producer_id"),
+        ("position", "position"),
+    ),
+    with_timestamp=True,
+)
+# Group metadata records (key version 2) included, so the caller can count what it drops.
+offset_commit_rows = CoordinatorRecords(
+    to_arrow_schema(OFFSET_COMMITS),
+    _offset_commit_values,
+    OFFSET_COMMIT_DECODED,
+    (
+        ("batch_base_offset", "base_offset"),
+        ("producer_id", "producer_id"),
+        ("producer_epoch", "producer_epoch"),
+        ("position", "position"),
+    ),
+    with_timestamp=False,
+)
+
+
 # --- Spark ----------------------------------------------------------------------------------------------
 
-_RowsOfEntry = Callable[[bytes, dict[str, Any]], list[dict[str, Any]]]
-# topic -> (table schema, rows of a batch entry, whether only transactional data batches hold its records)
-_TOPIC_READERS: dict[str, tuple[T.StructType, _RowsOfEntry, bool]] = {
+# topic -> (table schema, how its records become columns, whether only transactional data batches hold them)
+_TOPIC_READERS: dict[str, tuple[T.StructType, CoordinatorRecords, bool]] = {
     TRANSACTION_STATE_TOPIC: (TRANSACTION_LOG, transaction_log_rows, False),
     CONSUMER_OFFSETS_TOPIC: (OFFSET_COMMITS, offset_commit_rows, True),
 }
@@ -423,7 +672,7 @@ def internal_topic_passes(
     the `offset_commits` table leaves out (`dispatch.split_offset_commit_records`).
     """
     passes: list[ArrowPass | None] = []
-    for topic, (schema, rows_of_entry, transactional_only) in _TOPIC_READERS.items():
+    for topic, (schema, records, transactional_only) in _TOPIC_READERS.items():
         of_topic = [segment for segment in segments if segment.topic == topic]
         if not of_topic:
             passes.append(None)
@@ -437,33 +686,37 @@ def internal_topic_passes(
             ranges,
             tasks,
         )
-        decode = partial(_decode_descriptors, rows_of_entry, transactional_only, to_arrow_schema(schema))
+        decode = partial(_decode_descriptors, records, transactional_only)
         passes.append(ArrowPass(spark.createDataFrame(rows, SEGMENT_DESCRIPTOR), shipped(spark, decode), schema))
     transaction_log, offset_commit_records = passes
     return transaction_log, offset_commit_records
 
 
 def _decode_descriptors(
-    rows_of_entry: _RowsOfEntry,
-    transactional_only: bool,
-    schema: pa.Schema,
-    descriptor_batches: Iterator[pa.RecordBatch],
+    records: CoordinatorRecords, transactional_only: bool, descriptor_batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Executor side: segment byte ranges in, table rows out, one Arrow batch per decoded window."""
     for descriptors in descriptor_batches:
         for descriptor in descriptors.to_pylist():
-            segment = SegmentFile(**descriptor)
-            for rows in range_rows(segment, rows_of_entry, transactional_only):
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            yield from range_batches(SegmentFile(**descriptor), records, transactional_only)
 
 
 def range_rows(
-    segment: SegmentFile, rows_of_entry: _RowsOfEntry, transactional_only: bool
+    segment: SegmentFile, records: CoordinatorRecords, transactional_only: bool
 ) -> Iterator[list[dict[str, Any]]]:
+    """`range_batches` as rows, for callers outside Spark."""
+    for batch in range_batches(segment, records, transactional_only):
+        yield batch.to_pylist()
+
+
+def range_batches(
+    segment: SegmentFile, records: CoordinatorRecords, transactional_only: bool
+) -> Iterator[pa.RecordBatch]:
     """Executor side of one byte range: rows of the batches that start in it, with provenance, per decoded window.
 
     Entries the broker cannot iterate (and legacy or control batches) hold no such records; `batches` reports
-    them. An I/O error ends the range with one row whose `decode_error` says so.
+    them. The batches kept of a window are read again from the file in one read. An I/O error ends the range
+    with one row whose `decode_error` says so, at the batch being read (or the last one read).
     """
     provenance = {
         "topic": segment.topic,
@@ -483,18 +736,25 @@ def range_rows(
             if first is None:
                 return
             walk.seek(first)
-            # Records are walked by `iter_records` below, only for the batches kept.
+            # Records are walked by `window_records`, only for the batches kept.
             for table in iter_decoded(walk.read, file_size, start=first, end=segment.end, verify_records=False):
                 kept = pc.and_(pc.equal(table["entry_status"], STATUS_OK), pc.invert(table["is_control"]))
                 if transactional_only:
                     kept = pc.and_(kept, table["is_transactional"])
-                rows = []
-                for batch in table.filter(kept).select(list(_BATCH_FIELDS)).to_pylist():
-                    position = batch["position"]
-                    entry = entries.read_at(batch["size_bytes"], position)
-                    rows.extend(dict(provenance, **row) for row in rows_of_entry(entry, batch))
-                if rows:
+                batches = table.filter(kept).select(list(_BATCH_FIELDS)).to_pydict()
+                positions, sizes = batches["position"], batches["size_bytes"]
+                if not positions:
+                    continue
+                position = positions[0]
+                window = entries.read_at(positions[-1] + sizes[-1] - position, position)
+                starts = [at - position for at in positions]
+                # A file that shrank meanwhile gives short entries, which `window_records` reports.
+                ends = [min(start + size, len(window)) for start, size in zip(starts, sizes, strict=True)]
+                position = positions[-1]
+                rows = records.window(memoryview(window), starts, ends, batches, provenance)
+                if rows.num_rows:
                     yield rows
     except OSError as exc:
         log.warning("cannot read %s: %s", segment.location, exc)
-        yield [dict(provenance, position=position, decode_error=f"cannot read the file: {exc}")]
+        error = dict(provenance, position=position, decode_error=f"cannot read the file: {exc}")
+        yield pa.RecordBatch.from_pylist([error], schema=records.schema)

@@ -318,6 +318,64 @@ def walk_batches(raw, starts, ends, out):
             batch[_POSITION] -= start
 
 
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
+def walk_window_records(raw, starts, ends):
+    """Where the records of the whole v2 entries at [starts, ends) of `raw` are, for the entries `iter_records`
+    would walk uncompressed without a problem: (walked per entry, first record row per entry and one past the
+    last, record rows, header rows). Record rows point at header rows of the whole window.
+
+    A first walk checks the entries and counts their records and headers, a second fills the rows; the other
+    entries (compressed, or not readable) are left to `iter_records`.
+    """
+    rows = starts.shape[0]
+    walked = np.zeros(rows, dtype=np.bool_)
+    first_record = np.zeros(rows + 1, dtype=np.int64)
+    first_header = np.zeros(rows + 1, dtype=np.int64)
+    result = np.zeros(RESULT_COLUMNS, dtype=np.int64)
+    no_records = np.empty((0, RECORD_COLUMNS), dtype=np.int64)
+    no_headers = np.empty((0, HEADER_COLUMNS), dtype=np.int64)
+    for row in range(rows):
+        start, end = starts[row], ends[row]
+        first_record[row + 1] = first_record[row]
+        first_header[row + 1] = first_header[row]
+        if (
+            end - start < RECORD_BATCH_OVERHEAD
+            or raw[start + 16] != 2
+            or 12 + _int_at(raw, start + 8, 4) != end - start
+        ):
+            continue
+        count = _int_at(raw, start + RECORD_COUNT_AT, 4)
+        if count < 0 or raw[start + ATTRIBUTES_LOW_BYTE_AT] & CODEC_MASK != 0:
+            continue
+        last_offset_delta = _int_at(raw, start + LAST_OFFSET_DELTA_AT, 4)
+        walk_records(raw, start + RECORD_BATCH_OVERHEAD, end, count, last_offset_delta, no_records, no_headers, result)
+        if result[PROBLEM] == OK:
+            walked[row] = True
+            first_record[row + 1] += count
+            first_header[row + 1] += result[HEADER_TOTAL]
+    records = np.empty((first_record[rows], RECORD_COLUMNS), dtype=np.int64)
+    headers = np.empty((first_header[rows], HEADER_COLUMNS), dtype=np.int64)
+    for row in range(rows):
+        low, high = first_record[row], first_record[row + 1]
+        if high > low:
+            start = starts[row]
+            count = high - low
+            last_offset_delta = _int_at(raw, start + LAST_OFFSET_DELTA_AT, 4)
+            batch_headers = headers[first_header[row] : first_header[row + 1]]
+            walk_records(
+                raw,
+                start + RECORD_BATCH_OVERHEAD,
+                ends[row],
+                count,
+                last_offset_delta,
+                records[low:high],
+                batch_headers,
+                result,
+            )
+            records[low:high, _R_FIRST_HEADER] += first_header[row]
+    return walked, first_record, records, headers
+
+
 def read_only_view(array: np.ndarray) -> np.ndarray:
     """A read-only view, so the compiled functions see one array type whatever the buffer's origin."""
     if array.flags.writeable:
