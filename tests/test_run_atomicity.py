@@ -3,12 +3,14 @@ its findings commit. Readers must stay on the last complete run and never see a 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,12 +24,40 @@ from tests.test_end_to_end import CLI, cli
 AUDIT_TABLES = ("findings", "transactions", "producer_state", "partition_summary")
 
 
-def _start_run(root: Path, warehouse: Path, *extra: str) -> subprocess.Popen:
+_LOGS = itertools.count()
+
+
+@dataclass
+class Started:
+    """A `produce-audit run` whose stdout and stderr go to files: a run that writes more than a pipe holds never
+    blocks on a test that is waiting for it to end before reading."""
+
+    process: subprocess.Popen
+    stdout: Path
+    stderr: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def finish(self, timeout: float) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) once it has ended; it and its JVM are killed when it outlives `timeout`."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        return code, self.stdout.read_text(errors="replace"), self.stderr.read_text(errors="replace")
+
+
+def _start_run(root: Path, warehouse: Path, *extra: str) -> Started:
     args = [str(CLI), "run", "--input", str(root), "--warehouse", str(warehouse), *extra]
-    return subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    logs = warehouse.parent / f"{warehouse.name}-run-{next(_LOGS)}"
+    stdout, stderr = logs.with_suffix(".out"), logs.with_suffix(".err")
+    with stdout.open("wb") as out, stderr.open("wb") as err:  # the child keeps its own descriptors
+        process = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+    return Started(process, stdout, stderr)
 
 
 def _published(warehouse: Path) -> dict:
@@ -49,9 +79,15 @@ def _published_rows(warehouse: Path) -> dict[str, list[str]]:
 def first_run(tmp_path_factory):
     """Two runs of the sample started together on one warehouse: (root, warehouse, both processes' results)."""
     root = generate(tmp_path_factory.mktemp("sample"))
-    warehouse = tmp_path_factory.mktemp("wh")
+    warehouse = tmp_path_factory.mktemp("wh") / "wh"
     runs = [_start_run(root, warehouse) for _ in range(2)]
-    results = [(run.wait(timeout=900), *run.communicate()) for run in runs]
+    try:
+        results = [run.finish(timeout=900) for run in runs]
+    finally:
+        for run in runs:  # the other one, when one outlived its timeout
+            if run.process.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.process.wait()
     return root, warehouse, results
 
 
@@ -79,12 +115,12 @@ def test_a_run_killed_after_its_findings_commit_leaves_readers_on_the_previous_r
     committed = len(list(findings_log.glob("*.json")))
     killed = _start_run(root, warehouse, "--full")
     deadline = time.monotonic() + 600
-    while len(list(findings_log.glob("*.json"))) == committed and killed.poll() is None:
+    while len(list(findings_log.glob("*.json"))) == committed and killed.process.poll() is None:
         assert time.monotonic() < deadline, "the run never committed findings"
         time.sleep(0.02)
     os.killpg(killed.pid, signal.SIGKILL)
-    killed.wait()
-    assert killed.returncode == -signal.SIGKILL
+    code, _, err = killed.finish(timeout=60)
+    assert code == -signal.SIGKILL, err[-3000:]
     assert len(list(findings_log.glob("*.json"))) > committed  # its findings did land
 
     assert (warehouse / LOCK_FILE).exists()  # the dead run's
@@ -115,12 +151,12 @@ def test_a_terminated_run_rolls_itself_back_and_unlocks(first_run):
     committed = len(list(findings_log.glob("*.json")))
     recorded = {run["run_id"] for run in DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()}
     terminated = _start_run(root, warehouse, "--full")
-    while len(list(findings_log.glob("*.json"))) == committed and terminated.poll() is None:
+    while len(list(findings_log.glob("*.json"))) == committed and terminated.process.poll() is None:
         time.sleep(0.02)
-    terminated.send_signal(signal.SIGTERM)
-    _, err = terminated.communicate(timeout=300)
+    terminated.process.send_signal(signal.SIGTERM)
+    code, _, err = terminated.finish(timeout=300)
 
-    assert terminated.returncode == 3, err[-3000:]
+    assert code == 3, err[-3000:]
     assert "terminated by SIGTERM; its commits were rolled back" in err.strip().splitlines()[-1]
     assert not (warehouse / LOCK_FILE).exists()
     runs = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()
