@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,59 @@ REALDATA = (REPO.parent / "shared" / "realdata").resolve()
 # Set by tests/test_native_backend.py for the pytest it starts: that session loads delta-spark, this one does not,
 # so that `auto` stays the embedded backend for the rest of the suite.
 NATIVE_SESSION = "PRODUCE_AUDIT_TEST_NATIVE_SESSION"
+# Files that share an expensive session fixture: under `-n 2 --dist loadfile` each group goes to one worker, which
+# builds the fixture once, where two workers would each build it.
+SHARED_FIXTURES = {
+    "test_report_page.py": "two_audit_runs",
+    "test_run_history.py": "two_audit_runs",
+    "test_producer_kernel.py": "generated_logs",
+    "test_replay_files.py": "generated_logs",
+    "test_snapshot_states.py": "generated_logs",
+}
+# Files (or groups of SHARED_FIXTURES) that take a minute or more, with about how many seconds on 2 busy cores.
+# They are handed out first, longest first, so that the workers end on short files and together, not one idle
+# while the other runs a long file that happened to come last (xdist orders by number of tests).
+SLOW_SCOPES = {
+    "test_broker_conformance.py": 300,
+    "test_run_atomicity.py": 220,
+    "test_cluster_run.py": 180,
+    "test_end_to_end.py": 160,
+    "test_dumplog_parity.py": 150,
+    "test_resource_bounds.py": 110,
+    "test_rules.py": 100,
+    "test_generate.py": 100,
+    "two_audit_runs": 90,
+    "test_native_backend.py": 80,
+    "test_remote_inputs.py": 80,
+    "generated_logs": 80,
+    "test_cli.py": 60,
+    "test_incremental_ingest.py": 60,
+    "test_baseline_replay.py": 60,
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with SHARED_FIXTURES grouped and SLOW_SCOPES first; the rest in xdist's order after them."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Balanced(LoadFileScheduling):
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SHARED_FIXTURES.get(Path(scope).name, scope)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the first assignment: the work queue is complete and not yet handed out
+                self.ordered = True
+                scopes = sorted(self.workqueue, key=lambda scope: -SLOW_SCOPES.get(Path(scope).name, 0))
+                self.workqueue = OrderedDict((scope, self.workqueue[scope]) for scope in scopes)
+            super()._assign_work_unit(node)
+
+    return Balanced(config, log)
 
 
 @pytest.fixture(scope="session")
