@@ -23,9 +23,9 @@ SHARED_FIXTURES = {
     "test_replay_files.py": "generated_logs",
     "test_snapshot_states.py": "generated_logs",
 }
-# Files (or groups of SHARED_FIXTURES) that take a minute or more, with about how many seconds on 2 busy cores.
-# They are handed out first, longest first, so that the workers end on short files and together, not one idle
-# while the other runs a long file that happened to come last (xdist orders by number of tests).
+# Files (or groups of SHARED_FIXTURES) that take half a minute or more, with about how many seconds on 2 busy
+# cores. They are handed out first, longest first, so that the workers end on short files and together, not one
+# idle while the other runs a long file that happened to come last (xdist orders by number of tests).
 SLOW_SCOPES = {
     "test_broker_conformance.py": 300,
     "test_run_atomicity.py": 220,
@@ -42,6 +42,12 @@ SLOW_SCOPES = {
     "test_cli.py": 60,
     "test_incremental_ingest.py": 60,
     "test_baseline_replay.py": 60,
+    "test_spark_submit.py": 50,
+    "test_publication.py": 45,
+    "test_realdata_audit.py": 45,
+    "test_notebook.py": 35,
+    "test_hanging.py": 35,
+    "test_golden.py": 30,
 }
 
 
