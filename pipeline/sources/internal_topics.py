@@ -394,15 +394,14 @@ def _v0_partitions(value: bytes, position: int) -> tuple[list[dict[str, Any]] | 
     partitions = []
     for _ in range(count):
         (length,) = _INT16.unpack_from(value, position)
-        topic_end = position + 2 + length
+        topic_end = position + _INT16.size + length
         (ids,) = _INT32.unpack_from(value, topic_end)  # also checks that the topic is there
-        ids_end = topic_end + _INT32_BYTES * (1 + ids)
+        ids_start = topic_end + _INT32_BYTES
+        ids_end = ids_start + _INT32_BYTES * ids
         if length < 0 or ids < 0 or ids_end > len(value):
             raise _Unusual
-        topic = value[position + 2 : topic_end].decode("utf-8")
-        partitions.append(
-            {"topic": topic, "partitions": list(struct.unpack_from(f">{ids}i", value, ids_end - 4 * ids))}
-        )
+        topic = value[position + _INT16.size : topic_end].decode("utf-8")
+        partitions.append({"topic": topic, "partitions": list(struct.unpack_from(f">{ids}i", value, ids_start))})
         position = ids_end
     return partitions, position
 

@@ -8,7 +8,7 @@ increasing, at most lastOffsetDelta) and keys and values (length -1 or more), an
 timestamp: the FMT-006 and FMT-008 inputs. It is one numba-compiled function: `record_columns` runs it over every
 uncompressed batch of a decode window in one compiled loop (and per batch, after decompression, for compressed
 ones), and `iter_records` runs it once to validate a batch and once more to fill the key/value/header offsets
-the records are cut from.
+the records are cut from; `window_records` does both for all the uncompressed batches of a window in one call.
 
 Codecs are read the way Kafka's own streams read them: gzip members like `GZIPInputStream`, snappy in xerial
 framing like `SnappyInputStream` (or raw snappy, which that stream also accepts), lz4 frames like
@@ -18,5 +18,5 @@ beyond it is a record problem, not an out-of-memory error. Lengths read from the
 bytes that are there; nothing is allocated from them.
 
 Modules: `layout`, `walk` (the record walk), `decompression`, `columns` (a window's record columns), `api`
-(`iter_records`).
+(`iter_records`, `window_records`).
 """

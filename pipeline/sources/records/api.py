@@ -132,16 +132,12 @@ def _records(data: memoryview, records: list[list[int]], headers: list[list[int]
     def cut(start: int, length: int) -> bytes | None:
         return None if length < 0 else bytes(data[start : start + length])
 
+    def header(name_start: int, name_length: int, start: int, length: int) -> tuple[str, bytes | None]:
+        return bytes(data[name_start : name_start + name_length]).decode("utf-8", errors="replace"), cut(start, length)
+
     for offset_delta, timestamp_delta, key_start, key_length, value_start, value_length, first, count in records:
-        record_headers = ()
-        if count:  # most records have none: no generator for them
-            record_headers = tuple(
-                (
-                    bytes(data[name_start : name_start + name_length]).decode("utf-8", errors="replace"),
-                    cut(start, length),
-                )
-                for name_start, name_length, start, length in headers[first : first + count]
-            )
+        # Most records have no headers: no generator for them.
+        record_headers = tuple(header(*row) for row in headers[first : first + count]) if count else ()
         yield Record(
             offset_delta, timestamp_delta, cut(key_start, key_length), cut(value_start, value_length), record_headers
         )
