@@ -58,6 +58,9 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    if not all(hasattr(LoadFileScheduling, name) for name in ("_split_scope", "_assign_work_unit")):
+        return None  # an xdist whose scheduler works otherwise: its own loadfile
+
     class Balanced(LoadFileScheduling):
         ordered = False
 
