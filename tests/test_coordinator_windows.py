@@ -29,17 +29,9 @@ from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.records.api import RecordError, iter_records, window_records
 from pipeline.sources.segments import SegmentFile, split_segment
 from schemas.transaction_log import TRANSACTION_STATES
+from tests.message_encoding import uvarint
 
 # --- encoders written from the message schemas ----------------------------------------------------------
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def txn_key(transactional_id: bytes, version: int = 0) -> bytes:

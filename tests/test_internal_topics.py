@@ -37,17 +37,9 @@ from pipeline.sources.segments import SegmentFile, split_segment
 from pipeline.tables.store import TableStore
 from schemas.offset_commits import OFFSET_COMMITS
 from schemas.transaction_log import TRANSACTION_LOG
+from tests.message_encoding import uvarint
 
 # --- encoders written from the message schemas ----------------------------------------------------------
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def string(text: str) -> bytes:
