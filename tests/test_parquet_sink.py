@@ -95,6 +95,21 @@ def test_small_batches_are_gathered_into_row_groups(tmp_path, monkeypatch):
     assert pq.read_table(path).column_names == ["position"]  # the folder holds the partition value
 
 
+def test_only_text_columns_are_written_with_a_dictionary(tmp_path):
+    schema = pa.schema([("topic", pa.string()), ("source_file", pa.string()), ("position", pa.int64())])
+    with PartitionedParquetSink(str(tmp_path), schema, ["topic"]) as sink:
+        sink.write(
+            pa.table({"topic": ["t"] * 1000, "source_file": ["f"] * 1000, "position": range(1000)}, schema=schema)
+        )
+    ((path, _),) = sink.written
+
+    columns = pq.read_metadata(path).row_group(0)
+    encodings = {columns.column(index).path_in_schema: columns.column(index) for index in range(columns.num_columns)}
+    assert encodings["source_file"].has_dictionary_page
+    assert not encodings["position"].has_dictionary_page
+    assert pq.read_table(path).column("position").to_pylist() == list(range(1000))
+
+
 def test_a_null_partition_value_goes_to_hives_default_folder(tmp_path):
     schema = pa.schema([("topic", pa.string()), ("position", pa.int64())])
     with PartitionedParquetSink(str(tmp_path), schema, ["topic"]) as sink:

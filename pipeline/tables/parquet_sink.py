@@ -134,11 +134,24 @@ class _PartitionFile:
         if self._writer is None:
             self._files.create_dir(self.path.rpartition("/")[0], recursive=True)
             self._writer = pq.ParquetWriter(
-                self._files.open_output_stream(self.path), self._schema, compression=COMPRESSION
+                self._files.open_output_stream(self.path),
+                self._schema,
+                compression=COMPRESSION,
+                use_dictionary=dictionary_columns(self._schema),
             )
         self._writer.write_table(pa.concat_tables(self._pending), row_group_size=self._pending_rows)  # one group
         self.rows += self._pending_rows
         self._pending, self._pending_rows = [], 0
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns written with a dictionary: the text ones (topic, file, status: a few values per file).
+
+    pyarrow gives every column a dictionary by default, and a row group's dictionary takes up to 1 MiB: all of its
+    131,072 offsets, positions or timestamps, which are unique. Spark then decodes that dictionary for every column
+    chunk and looks every value up in it; plain numbers it copies in bulk (BENCHMARKS.md, "Plain numbers").
+    """
+    return [field.name for field in schema if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)]
 
 
 def _split_by(table: pa.Table, names: list[str]) -> Iterator[tuple[tuple, pa.Table]]:
