@@ -6,7 +6,14 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from pipeline.compilers import BATCH_BYTES, QUICK_ONLY, expected_batches, runs_optimising, with_compilers_for
+from pipeline.compilers import (
+    BATCH_BYTES,
+    PARALLEL_GC,
+    QUICK_ONLY,
+    expected_batches,
+    runs_optimising,
+    with_compilers_for,
+)
 
 SHIPPED = f"{QUICK_ONLY} -XX:ReservedCodeCacheSize=240m"
 
@@ -17,11 +24,15 @@ def test_below_the_threshold_or_unknown_the_shipped_options_stay(batches, thresh
     assert not runs_optimising(SHIPPED)
 
 
-def test_from_the_threshold_on_only_the_quick_compiler_flag_goes():
+def test_from_the_threshold_on_the_quick_compiler_flag_goes_and_the_parallel_collector_comes():
     options = with_compilers_for(SHIPPED, 10, 10)
 
-    assert options == "-XX:ReservedCodeCacheSize=240m"
+    assert options == f"-XX:ReservedCodeCacheSize=240m {PARALLEL_GC}"
     assert runs_optimising(options)
+
+
+def test_a_collector_the_options_name_is_kept():
+    assert with_compilers_for(f"{SHIPPED} -XX:+UseG1GC", 10, 10) == "-XX:ReservedCodeCacheSize=240m -XX:+UseG1GC"
 
 
 def test_a_run_counts_the_bytes_of_its_local_segments_and_dumps(tmp_path):
