@@ -175,11 +175,17 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
     records = transaction_log.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1))).join(
         replicas, on=[*TP, "broker_id"], how="inner"
     )
+    # The last gap of each partition from its offsets alone: only the window by transactional id below sorts the
+    # wide records.
     in_partition = Window.partitionBy(*TP).orderBy("record_offset")
     gap_end = F.when(F.col("record_offset") > F.lag("record_offset").over(in_partition) + 1, F.col("record_offset"))
-    records = records.withColumn("_gap_end", gap_end).withColumn(
-        "uncleaned_from", F.max("_gap_end").over(Window.partitionBy(*TP))
+    last_gaps = (
+        records.select(*TP, "record_offset")
+        .select(*TP, gap_end.alias("gap_end"))
+        .groupBy(*TP)
+        .agg(F.max("gap_end").alias("uncleaned_from"))
     )
+    records = records.join(F.broadcast(last_gaps), on=TP, how="left")
     if checkpoints is not None:
         cleaner = (
             checkpoints.where((F.col("kind") == CLEANER_OFFSET) & F.col("offset").isNotNull())
@@ -201,7 +207,7 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
         F.col("record_offset").alias("last_offset"),
         partition_set(F.col("partitions")).alias("partition_set"),
         (F.coalesce("client_transaction_version", F.lit(0)) == 2).alias("is_tv2"),
-    ).drop("_gap_end", "cleaner_offset")
+    ).drop("cleaner_offset")
 
 
 @frame("transaction_log.records")
