@@ -1,5 +1,6 @@
-"""The aggregates over every producer row are hashed, not sorted: one aggregate of a string (a SortAggregate) makes
-Spark sort all 10 M producer rows of a 10 M-batch run (docs/engine.md, "Plans without needless sorts")."""
+"""The plans over every replayed row neither sort nor shuffle them needlessly: one aggregate of a string (a
+SortAggregate) makes Spark sort all 10 M producer rows of a 10 M-batch run, and a join with a table it cannot size
+shuffles and sorts every row for it (docs/engine.md, "Plans without needless sorts")."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from pipeline.audit.replay import replay
 from pipeline.audit.transactions import build_producer_state, build_transactions
+from pipeline.audit.visibility import open_transactions, partition_offsets
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 
@@ -18,3 +20,21 @@ def test_aggregates_of_the_producer_rows_are_hashed(spark, build):
 
     assert "HashAggregate" in plan
     assert "SortAggregate" not in plan
+
+
+def test_partitions_join_the_replayed_rows_with_their_lso_by_broadcast(spark, tmp_path):
+    spark.createDataFrame([], BATCHES).write.parquet(str(tmp_path / "batches"))
+    replayed = replay(spark.read.schema(BATCHES).parquet(str(tmp_path / "batches")), AuditSettings())
+    transactions = build_transactions(replayed.where("is_producer_row"))
+    open_txns = open_transactions(transactions, replayed, AuditSettings(), None, None)
+    # As for a large log, where Spark cannot tell that the per-partition rows are few: nothing broadcast unasked.
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        plan = partition_offsets(replayed, transactions, open_txns)._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+    lso_joins = [line.strip(" :+-") for line in plan.splitlines() if "Join" in line and "< lso" in line]
+    # The data batches and the aborted transactions, each joined with the LSO of their partition.
+    assert len(lso_joins) == 2
+    assert all(join.startswith("BroadcastHashJoin") for join in lso_joins)

@@ -250,8 +250,12 @@ def partition_offsets(
         F.col("open_first_offset").isNotNull(), F.greatest(F.col("open_first_offset"), F.col("log_start_offset"))
     )
     counts = ("open_transactions", "hanging_transactions", "committed_transactions", "aborted_transactions")
-    stable = logs.join(unstable, on=TP, how="left").select(
-        *TP, F.coalesce(first_unstable, F.col("log_end_offset")).alias("lso")
+    # One row per partition, broadcast: Spark cannot size it when it plans, and would otherwise shuffle and sort
+    # every data batch for the join.
+    stable = F.broadcast(
+        logs.join(unstable, on=TP, how="left").select(
+            *TP, F.coalesce(first_unstable, F.col("log_end_offset")).alias("lso")
+        )
     )
     committed_view = (
         prepared.where(data)
