@@ -24,12 +24,11 @@ from pipeline.sources.internal_topics import (
     transaction_log_rows,
     transaction_log_values,
 )
-from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, uvarint
 from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.records.api import RecordError, iter_records, window_records
 from pipeline.sources.segments import SegmentFile, split_segment
 from schemas.transaction_log import TRANSACTION_STATES
-from tests.message_encoding import uvarint
 
 # --- encoders written from the message schemas ----------------------------------------------------------
 

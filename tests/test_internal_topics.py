@@ -30,14 +30,13 @@ from pipeline.sources.internal_topics import (
     range_rows,
     transaction_log_rows,
 )
-from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker
+from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, uvarint
 from pipeline.sources.kafka_format.layout import COMPRESSION_GZIP
 from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.segments import SegmentFile, split_segment
 from pipeline.tables.store import TableStore
 from schemas.offset_commits import OFFSET_COMMITS
 from schemas.transaction_log import TRANSACTION_LOG
-from tests.message_encoding import uvarint
 
 # --- encoders written from the message schemas ----------------------------------------------------------
 

@@ -30,14 +30,18 @@ _V2_HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
 
 
-def _zigzag(value: int) -> bytes:
-    unsigned = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+def uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint (also the flexible versions' lengths and tags of the coordinator topics' messages)."""
     out = bytearray()
-    while unsigned >= 0x80:
-        out.append((unsigned & 0x7F) | 0x80)
-        unsigned >>= 7
-    out.append(unsigned)
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
     return bytes(out)
+
+
+def _zigzag(value: int) -> bytes:
+    return uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None) -> bytes:
