@@ -179,12 +179,7 @@ def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints
     # wide records.
     in_partition = Window.partitionBy(*TP).orderBy("record_offset")
     gap_end = F.when(F.col("record_offset") > F.lag("record_offset").over(in_partition) + 1, F.col("record_offset"))
-    last_gaps = (
-        records.select(*TP, "record_offset")
-        .select(*TP, gap_end.alias("gap_end"))
-        .groupBy(*TP)
-        .agg(F.max("gap_end").alias("uncleaned_from"))
-    )
+    last_gaps = records.select(*TP, gap_end.alias("gap_end")).groupBy(*TP).agg(F.max("gap_end").alias("uncleaned_from"))
     records = records.join(F.broadcast(last_gaps), on=TP, how="left")
     if checkpoints is not None:
         cleaner = (

@@ -149,7 +149,8 @@ def dictionary_columns(schema: pa.Schema) -> list[str]:
 
     pyarrow gives every column a dictionary by default, and a row group's dictionary takes up to 1 MiB: all of its
     131,072 offsets, positions or timestamps, which are unique. Spark then decodes that dictionary for every column
-    chunk and looks every value up in it; plain numbers it copies in bulk (BENCHMARKS.md, "Plain numbers").
+    chunk and looks every value up in it; plain numbers it copies in bulk (BENCHMARKS.md, "Plain numbers and the
+    parallel collector").
     """
     return [field.name for field in schema if pa.types.is_string(field.type) or pa.types.is_large_string(field.type)]
 
