@@ -21,7 +21,13 @@ import schemas
 from pipeline.arrow_pass import ArrowPass
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.ingest_manifest import SegmentPlan, kept_batches, plan_segment_reads, write_manifest
+from pipeline.ingest_manifest import (
+    SegmentPlan,
+    decoded_batches,
+    kept_batches,
+    plan_segment_reads,
+    write_manifest,
+)
 from pipeline.parallel import side_by_side
 from pipeline.small_inputs import sized_for
 from pipeline.sources.dispatch import (
@@ -102,10 +108,10 @@ def _ingest_batches(
     topics: list[str],
 ) -> dict[str, int]:
     """Write `batches`, then the manifest that describes the segments it was decoded from."""
-    with store.staged_partitions("batches", schemas.BATCHES, schemas.BATCHES_PARTITION_BY, {"topic": topics}) as folder:
+    replaced, kept = {"topic": topics}, segments.kept_files or frozenset()
+    with store.staged_partitions("batches", schemas.BATCHES, schemas.BATCHES_PARTITION_BY, replaced, kept) as folder:
         stage_batches(spark, store, settings, plan, segments, folder)
-    ingested = store.read("batches", schema=schemas.BATCHES).where(F.col("topic").isin(topics))
-    outcomes = write_manifest(spark, store, segments, ingested, topics, run_id)
+    outcomes = write_manifest(spark, store, segments, decoded_batches(spark, store, segments, topics), topics, run_id)
     written = store.count("batches", {"topic": topics})
     log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
     log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
@@ -120,8 +126,8 @@ def stage_batches(
     """Write the ingested topics' `batches` rows into the staging `folder`, one file per segment file.
 
     The decode tasks write the rows of the segments they decode themselves, never handing them to the JVM
-    (pipeline.tables.parquet_sink); the rows kept from skipped segments and those of dump and columnar inputs go
-    through the same writer.
+    (pipeline.tables.parquet_sink); those of dump and columnar inputs go through the same writer, and so do the
+    rows of skipped segments when the table's log does not say which files hold them (otherwise those files stay).
     """
     partition_by = schemas.BATCHES_PARTITION_BY
     if segments.to_read:
@@ -130,7 +136,7 @@ def stage_batches(
 
         stage_pass(segment_pass(spark, segments.to_read, settings), folder, partition_by, file_by="source_file")
     others = []
-    if segments.skipped:
+    if segments.skipped and segments.kept_files is None:
         others.append(kept_batches(spark, store, segments))
     if plan.dump_files or plan.columnar_paths:
         not_segments = InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths)

@@ -24,9 +24,12 @@ resetting its modification time) goes unnoticed; `--full` re-reads everything.
 
 `batches` is written as before, by replacing the partitions of the ingested topics, with the decoded rows plus
 the table's current rows of the skipped segments, so an incremental run leaves the rows a full one would. The
-rows kept are read from the table being replaced, which is safe without persisting them first: every file is
-written into a staging folder and committed after the jobs that read are done (`TableStore.staged_partitions`),
-and no commit deletes data files (only VACUUM does). The manifest is written
+skipped segments' rows stay in their files: `batches` holds one file per segment (`files_by_source`), so the
+commit that adds the decoded files removes every other file of those partitions but theirs, and their row counts
+come from the Delta log, not from a Spark job over the table. A table whose log does not say which segment each
+file holds has the rows kept read from it and written again; that is safe without persisting them first, since
+every file is written into a staging folder and committed after the jobs that read are done
+(`TableStore.staged_partitions`), and no commit deletes data files (only VACUUM does). The manifest is written
 after `batches`: a run failing in between leaves manifest rows describing older files, which can only make the
 next run decode more, and the row count check catches a `batches` table changed behind the manifest's back.
 
@@ -52,6 +55,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
+from pipeline.tables.files_by_source import SourceFiles, files_by_source
+from pipeline.tables.snapshot_files import read_files
 from pipeline.tables.store import TableStore
 from schemas.batches import BATCHES, STATUS_UNREADABLE
 from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
@@ -93,6 +98,8 @@ _DECODED_FILES = T.StructType(
     ]
 )
 _LOCATIONS = T.StructType([T.StructField("location", T.StringType(), False)])
+_HELD = T.StructType([*_LOCATIONS.fields, T.StructField("rows_held", T.LongType(), False)])
+NO_FILES = SourceFiles((), 0)
 # The manifest columns the driver compares with the listing.
 _RECORDED = (
     "source_file",
@@ -116,6 +123,8 @@ class SegmentPlan:
     outcomes: dict[str, str]  # location -> NEW, REREAD, REPLACED or SKIPPED
     active: frozenset[str]  # locations of the last segment of each partition directory
     recorded: dict[str, dict[str, Any]]  # manifest rows of the inputs' topics by location (`_RECORDED` columns)
+    # The `batches` files of the skipped segments, kept as they are; None when the log does not say which they are.
+    kept_files: frozenset[str] | None = frozenset()
 
     @property
     def to_read(self) -> list[SegmentFile]:
@@ -139,11 +148,17 @@ def plan_segment_reads(spark: SparkSession, store: TableStore, settings: Setting
     active = active_segments(segments)
     recorded = _recorded_rows(store, sorted({segment.topic for segment in segments}))
     outcomes, candidates = triage(segments, recorded, active, settings.ingest.incremental)
-    unchanged = _unchanged_on_disk(spark, store, candidates, recorded) if candidates else set()
+    if not candidates:
+        return SegmentPlan(segments, outcomes, active, recorded)
+    sources = files_by_source(store.path("batches"), sorted({segment.topic for segment in candidates}))
+    unchanged = _unchanged_on_disk(spark, store, candidates, recorded, sources)
     outcomes.update(
         {segment.location: SKIPPED if segment.location in unchanged else REPLACED for segment in candidates}
     )
-    return SegmentPlan(segments, outcomes, active, recorded)
+    kept = None
+    if sources is not None:
+        kept = frozenset(path for location in unchanged for path in sources.get(location, NO_FILES).paths)
+    return SegmentPlan(segments, outcomes, active, recorded, kept)
 
 
 def active_segments(segments: list[SegmentFile]) -> frozenset[str]:
@@ -185,13 +200,24 @@ def kept_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan) -> D
     return _rows_of_skipped(spark, store.read("batches", schema=BATCHES), plan)
 
 
+def decoded_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan, topics: list[str]) -> DataFrame:
+    """The `batches` rows of `topics` as written, at least those of the segments this run decoded: only theirs when
+    the log says which files hold them, so that the manifest does not read the rows of the skipped segments."""
+    location = store.path("batches")
+    written = files_by_source(location, topics)
+    if written is None:
+        return store.read("batches", schema=BATCHES).where(F.col("topic").isin(topics))
+    paths = [path for segment in plan.to_read for path in written.get(segment.location, NO_FILES).paths]
+    return read_files(spark, location, paths, BATCHES)
+
+
 def write_manifest(
     spark: SparkSession, store: TableStore, plan: SegmentPlan, ingested: DataFrame, topics: list[str], run_id: str
 ) -> dict[str, int]:
     """Replace the manifest rows of `topics`: skipped segments keep theirs, decoded ones get new ones.
 
-    Call it after `batches` is written; `ingested` holds the topics' `batches` rows as written, of which those
-    of the decoded segments are described. Returns the number of segments of `topics` per outcome.
+    Call it after `batches` is written; `ingested` holds the topics' `batches` rows as written (`decoded_batches`),
+    of which those of the decoded segments are described. Returns the number of segments of `topics` per outcome.
     """
     counts = dict.fromkeys(OUTCOMES, 0)
     for segment in plan.segments:
@@ -255,9 +281,14 @@ def _recorded_rows(store: TableStore, topics: list[str]) -> dict[str, dict[str, 
 
 
 def _unchanged_on_disk(
-    spark: SparkSession, store: TableStore, candidates: list[SegmentFile], recorded: dict[str, dict[str, Any]]
+    spark: SparkSession,
+    store: TableStore,
+    candidates: list[SegmentFile],
+    recorded: dict[str, dict[str, Any]],
+    sources: dict[str, SourceFiles] | None,
 ) -> set[str]:
-    """The candidates whose end entries hash as recorded and whose rows `batches` still holds, all of them."""
+    """The candidates whose end entries hash as recorded and whose rows `batches` still holds, all of them (counted
+    from the Delta log when it says which segment each file holds, `sources`, and by a Spark job otherwise)."""
     described = spark.createDataFrame(
         [
             (
@@ -271,12 +302,16 @@ def _unchanged_on_disk(
         ],
         _CANDIDATES,
     )
-    held = (
-        store.read("batches", schema=BATCHES)
-        .where(F.col("topic").isin(sorted({segment.topic for segment in candidates})))
-        .groupBy(F.col("source_file").alias("location"))
-        .agg(F.count(F.lit(1)).alias("rows_held"))
-    )
+    if sources is None:
+        held = (
+            store.read("batches", schema=BATCHES)
+            .where(F.col("topic").isin(sorted({segment.topic for segment in candidates})))
+            .groupBy(F.col("source_file").alias("location"))
+            .agg(F.count(F.lit(1)).alias("rows_held"))
+        )
+    else:
+        counted = [(segment.location, sources.get(segment.location, NO_FILES).rows) for segment in candidates]
+        held = spark.createDataFrame(counted, _HELD)
     unchanged = (
         _with_entry_hashes(described)
         .join(held, "location", "left")

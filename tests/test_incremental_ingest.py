@@ -26,6 +26,7 @@ from pipeline.ingest_manifest import (
 )
 from pipeline.sources.kafka_format.encoding import encode_batch, segment_file_name
 from pipeline.sources.segments import SegmentFile, read_segments
+from pipeline.tables.files_by_source import files_by_source
 from pipeline.tables.publication import STATUS_SUCCEEDED, table_versions
 from pipeline.tables.store import TableStore
 from schemas.batches import BATCHES
@@ -113,9 +114,15 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     active = {f"orders-0/{segment_file_name(12)}", f"orders-1/{segment_file_name(0)}"}
     assert {name for name, row in recorded.items() if row.is_active} == active
 
-    # The same log dir again, without the other one: only the active segments are decoded, to the same rows.
+    # The same log dir again, without the other one: only the active segments are decoded, to the same rows, and
+    # the skipped segments' files stay in the table as they were.
+    files_before = files_by_source(store.path("batches"), ["orders"])
     assert ingest("run-2", [orders]) == {"new": 0, "reread": 2, "replaced": 0, "skipped": 3, "removed": 0}
     assert topic_rows(store, "batches", BATCHES, "orders") == first
+    files_after = files_by_source(store.path("batches"), ["orders"])
+    for name in recorded:
+        location = str(broker / name)
+        assert (files_after[location] == files_before[location]) == (name not in active)
     assert run_ids() == {name: "run-2" if name in active else "run-1" for name in recorded}
 
     # The broker appends to the active segment, an older segment is rewritten in place with the same size and
@@ -143,11 +150,15 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
 
     # `batches` changed behind the manifest's back (the rows of a skipped segment gone): that segment is read again.
     skipped_file = str(broker / "orders-0" / segment_file_name(8))
+    # Written in one file, the log no longer says which file holds which segment: the kept rows are read and
+    # written again.
     truncated = store.read("batches", schema=BATCHES).where(f"topic = 'orders' AND source_file != '{skipped_file}'")
-    store.overwrite_partitions(truncated, "batches", ["topic"], {"topic": ["orders"]})
+    store.overwrite_partitions(truncated.coalesce(1), "batches", ["topic"], {"topic": ["orders"]})
+    assert files_by_source(store.path("batches"), ["orders"]) is None
     publish_as_a_run(spark, store, "edit")  # published, so the next run keeps it instead of rolling it back
     assert ingest("run-4", [orders]) == {"new": 0, "reread": 2, "replaced": 1, "skipped": 1, "removed": 0}
     assert topic_rows(store, "batches", BATCHES, "orders") == latest
+    assert segments_per_file(store) == {1}
 
     # With incremental ingest off (--full) every segment is decoded again, to the same rows.
     full = Settings(ingest=IngestSettings(incremental=False))

@@ -213,6 +213,32 @@ def test_staged_partitions_replace_like_overwrite_partitions(spark, store):
     assert not any(name.startswith("_staging") for name in data_files(store.path("batches")))
 
 
+def test_staged_partitions_keep_the_named_files_of_the_replaced_partitions(spark, store):
+    """Kept files stay as they are beside the staged ones, every other file of the replaced partitions goes, and
+    a kept file gone meanwhile commits nothing."""
+    store.overwrite_partitions(frame(spark, TOPICS), "batches", PARTITION_BY, {"topic": TOPICS})
+    actions = pa.table(deltalake.DeltaTable(store.path("batches")).get_add_actions(flatten=True))
+    first_topic = pc.equal(actions.column("partition.topic"), TOPICS[0])
+    kept = frozenset(actions.filter(first_topic).column("path").to_pylist())
+
+    with store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:2]}, kept) as folder:
+        stage_pass(ArrowPass.of(frame(spark, TOPICS[1:2], base_offset=100)), folder, PARTITION_BY)
+
+    expected = sorted(rows(TOPICS[:1]) + rows(TOPICS[1:2], base_offset=100) + rows(TOPICS[2:]))
+    assert as_tuples(store.read("batches", SCHEMA)) == expected
+    latest = pa.table(deltalake.DeltaTable(store.path("batches")).get_add_actions(flatten=True))
+    assert kept <= set(latest.column("path").to_pylist())
+
+    before, files = store.version("batches"), data_files(store.path("batches"))
+    gone = frozenset({*kept, f"topic={TOPICS[0]}/part-00000-gone.parquet"})
+    replaced = store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:2]}, gone)
+    with pytest.raises(CommitConflictError, match="files to keep are no longer"), replaced as folder:
+        stage_pass(ArrowPass.of(frame(spark, TOPICS[1:2], base_offset=200)), folder, PARTITION_BY)
+    assert store.version("batches") == before
+    assert as_tuples(store.read("batches", SCHEMA)) == expected
+    assert data_files(store.path("batches")) == files
+
+
 def test_staged_partitions_commit_nothing_when_the_block_fails(spark, store):
     store.overwrite_partitions(frame(spark, TOPICS), "batches", PARTITION_BY, {"topic": TOPICS})
     before, files = store.version("batches"), data_files(store.path("batches"))

@@ -34,10 +34,15 @@ def spark_schema(table: DeltaTable) -> T.StructType:
 
 def read_snapshot(spark: SparkSession, location: str, table: DeltaTable, schema: T.StructType | None) -> DataFrame:
     """Only the files of the snapshot are read, so files of unfinished writes never show."""
-    read_schema = schema if schema is not None else spark_schema(table)
+    paths = pa.table(table.get_add_actions()).column("path").to_pylist()
+    return read_files(spark, location, paths, schema if schema is not None else spark_schema(table))
+
+
+def read_files(spark: SparkSession, location: str, paths: list[str], read_schema: T.StructType) -> DataFrame:
+    """The rows of some files of a plain snapshot, named as its add actions name them."""
     root = spark_uri(location)
     # Add action paths are relative URIs: percent-decoding gives the folder names as stored.
-    paths = [f"{root}/{unquote(path)}" for path in pa.table(table.get_add_actions()).column("path").to_pylist()]
+    paths = [f"{root}/{unquote(path)}" for path in paths]
     if not paths:
         return spark.createDataFrame([], read_schema)
     # basePath makes Spark type the partition columns from the folder names by read_schema.

@@ -25,6 +25,7 @@ from datetime import date
 from typing import Any, cast
 from urllib.parse import urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
@@ -32,7 +33,7 @@ from deltalake import Field as DeltaField
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.fs import DeltaStorageHandler
-from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
 from pyspark.sql import types as T
 
 from pipeline.tables import delta_log
@@ -92,6 +93,7 @@ class StagedWrite:
     mode: str
     layout: Layout
     values: dict[str, list] | None = None
+    kept: frozenset[str] = frozenset()  # files of the replaced partitions that stay, as the add actions name them
     write_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
@@ -128,7 +130,7 @@ class StagedWrite:
                 )
             table = _open(self.location)
             base_version = table.version() if table is not None else delta_log.NO_TABLE
-            _commit(self.location, table, self.df_schema, self.mode, self.layout, adds, self.values, self.write_id)
+            _commit(self.location, table, self, adds)
             version = delta_log.find_commit(self.location, self.write_id, base_version)
             if version is None:
                 raise TableStoreError(
@@ -148,11 +150,12 @@ def staged_write(
     mode: str,
     partition_by: list[str] | None,
     values: dict[str, list] | None = None,
+    kept: frozenset[str] = frozenset(),
 ) -> Iterator[StagedWrite]:
     """A staging folder for one write to the table at `location`, removed on the way out whatever happened, so
-    files of a failed or abandoned write never stay behind."""
+    files of a failed or abandoned write never stay behind. `kept` files of the replaced partitions stay in them."""
     layout = plan_layout(location, _open(location), df_schema, mode, partition_by)
-    write = StagedWrite(location, df_schema, mode, layout, values)
+    write = StagedWrite(location, df_schema, mode, layout, values, kept)
     files = _table_files(location)
     try:
         yield write
@@ -322,26 +325,22 @@ def _check_inside(location: str, staged: list[_DataFile], values: dict[str, list
         )
 
 
-def _commit(
-    location: str,
-    table: DeltaTable | None,
-    df_schema: T.StructType,
-    mode: str,
-    planned: Layout,
-    adds: list[AddAction],
-    values: dict[str, list] | None,
-    write_id: str,
-) -> None:
+def _commit(location: str, table: DeltaTable | None, write: StagedWrite, adds: list[AddAction]) -> None:
     """Commit the moved files on `table`, the latest snapshot (None: no table yet), in one transaction."""
     # The files are laid out by the planned partitioning; a table changed meanwhile must still fit it.
-    layout = plan_layout(location, table, df_schema, mode, planned.partition_by)
+    layout = plan_layout(location, table, write.df_schema, write.mode, write.layout.partition_by)
     schema = DeltaSchema.from_json(layout.schema.json())
+    values = write.values
     # As with delta-spark's userMetadata option, the write id finds this commit among concurrent ones.
-    commit_info: dict[str, Any] = {"userMetadata": write_id}
+    commit_info: dict[str, Any] = {"userMetadata": write.write_id}
     if values is not None:
         commit_info["operationParameters"] = {"predicate": replace_where_predicate(values)}
     properties = CommitProperties(custom_metadata=commit_info)
     try:
+        if write.kept and (table is None or layout.repartitions or values is None):
+            raise CommitConflictError(
+                f"{location}: the files to keep are no longer in the table; nothing was committed"
+            )
         if table is None or layout.repartitions:
             create_table_with_add_actions(
                 location,
@@ -353,14 +352,21 @@ def _commit(
             )
         else:
             _add_columns(table, layout.schema)
-            table.create_write_transaction(
-                adds,
-                "append" if mode == APPEND else "overwrite",
-                schema,
-                layout.partition_by,
-                partition_filters=_partition_filters(values),
-                commit_properties=properties,
-            )
+            if write.kept:
+                # The replaced partitions lose every file but the kept ones, in the same transaction as the adds.
+                actions = [*adds, *_removes_except(location, table, cast(dict, values), write.kept)]
+                table.create_write_transaction(
+                    actions, APPEND, schema, layout.partition_by, commit_properties=properties
+                )
+            else:
+                table.create_write_transaction(
+                    adds,
+                    "append" if write.mode == APPEND else "overwrite",
+                    schema,
+                    layout.partition_by,
+                    partition_filters=_partition_filters(values),
+                    commit_properties=properties,
+                )
     except DeltaError as exc:
         if isinstance(exc, CommitFailedError) or (table is None and DeltaTable.is_deltatable(location)):
             raise CommitConflictError(
@@ -368,6 +374,32 @@ def _commit(
                 "nothing was committed and the write can be rerun"
             ) from exc
         raise
+
+
+def _removes_except(
+    location: str, table: DeltaTable, values: dict[str, list], kept: frozenset[str]
+) -> list[RemoveAction]:
+    """Remove actions for the files of the partitions named in `values`, except `kept`, which must all be there."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    wanted = {name: {partition_value(value) for value in column_values} for name, column_values in values.items()}
+    removes, present = [], set()
+    removed_at = int(time.time() * 1000)
+    columns = [actions.column(f"partition.{name}").cast(pa.string()).to_pylist() for name in wanted]
+    for path, size, *partition in zip(
+        actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), *columns, strict=True
+    ):
+        if not all(value in wanted[name] for name, value in zip(wanted, partition, strict=True)):
+            continue
+        if path in kept:
+            present.add(path)
+        else:
+            removes.append(RemoveAction(path, True, removed_at, size, dict(zip(wanted, partition, strict=True))))
+    if present != kept:
+        raise CommitConflictError(
+            f"{location}: {len(kept - present)} of the files to keep are no longer in the replaced partitions; "
+            "nothing was committed and the write can be rerun"
+        )
+    return removes
 
 
 def _partition_filters(values: dict[str, list] | None) -> list[tuple[str, str, list[str]]] | None:

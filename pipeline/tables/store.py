@@ -83,11 +83,17 @@ class TableStore:
 
     @contextmanager
     def staged_partitions(
-        self, table: str, schema: StructType, partition_by: list[str], values: dict[str, list]
+        self,
+        table: str,
+        schema: StructType,
+        partition_by: list[str],
+        values: dict[str, list],
+        kept: frozenset[str] = frozenset(),
     ) -> Iterator[str]:
         """Replace partitions as `overwrite_partitions` does, with the Parquet files written into the folder this
         yields (pipeline.tables.parquet_sink): committed together when the block ends without an error, and
-        removed, committing nothing, when it raises.
+        removed, committing nothing, when it raises. The `kept` files of those partitions (as the Delta log names
+        them) stay in the table beside the new ones, untouched.
 
         Both backends commit these files with delta-rs (pipeline.tables.staged_write): the files are written
         before any Delta writer sees them, so delta-spark has nothing left to do but commit, and its commit of
@@ -95,7 +101,9 @@ class TableStore:
         """
         check_replaced_partitions(partition_by, values)
         with timed(log, f"writing {table}") as step:
-            with staged_write(self.path(table), schema, OVERWRITE_PARTITIONS, list(partition_by), values) as write:
+            with staged_write(
+                self.path(table), schema, OVERWRITE_PARTITIONS, list(partition_by), values, kept
+            ) as write:
                 yield write.folder
                 version = write.commit()
             step.count, step.detail = logged_row_count(self.path(table), values), f"version {version}"
