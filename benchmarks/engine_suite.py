@@ -19,6 +19,9 @@ Sections:
   recall    the findings of the second --sizes run (the scale section's, when it ran) against the ground truth
   skew      `run` at the first --sizes with one producer writing half of one partition (`generate --hot-producer`),
             against the same size without it, and the recall of both
+  nightly   the second --sizes root without its newest 1 % of batches (benchmarks/log_append.py) run in full, the 1 %
+            appended in place, then `run` again on the same warehouse against a full run over the final root: wall
+            times, segment outcomes, and whether the result tables are identical
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +47,10 @@ BENCHMARKS_MD = REPO / "BENCHMARKS.md"
 REAL_BROKER_DIRS = REPO.parent / "shared" / "realdata" / "broker-segments"
 CLI = Path(sys.executable).parent / "produce-audit"
 START, END = "<!-- engine-suite:start -->", "<!-- engine-suite:end -->"
+SEGMENTS_LINE = re.compile(r"segments: (\d+ new, .*? removed)")
+LOG_TIME = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+RUN_PHASES = ("pipeline.cli: run ", "pipeline.ingest: segments: ", "pipeline.runner: audited ")
+NIGHTLY_SHARE = 0.01
 PLANS_LINE = re.compile(r"audit plans: (\d+) plans, ([\d.]+) s of planning, largest (\d+) nodes, (\d+) KiB serialized")
 LARGE_TASK_BINARY = "Broadcasting large task binary"
 
@@ -144,6 +152,11 @@ def audit_run(inputs: Sequence[Path], warehouse: Path, conf: Path | None = None)
 def fresh_run(inputs: Sequence[Path], warehouse: Path, conf: Path | None = None) -> Sample:
     """A full run on an empty warehouse."""
     shutil.rmtree(warehouse, ignore_errors=True)
+    return finished_run(inputs, warehouse, conf)
+
+
+def finished_run(inputs: Sequence[Path], warehouse: Path, conf: Path | None = None) -> Sample:
+    """A run on the warehouse as it is; a run that did not get to an answer ends the suite."""
     sample = timed(audit_run(inputs, warehouse, conf))
     if sample.exit_code not in (0, 1):
         tail = "\n".join(sample.stderr.strip().splitlines()[-20:])
@@ -378,6 +391,78 @@ def section_skew(report: Report, work: Path, size: int) -> None:
     report.table(["producers", "run wall", "per batch", "peak RSS", "all processes", "recall", "load after"], rows)
 
 
+def section_nightly(report: Report, work: Path, size: int) -> None:
+    """The nightly incremental case: how a rerun after 1 % more data compares with a full run, in time and tables."""
+    from log_append import append, differing_rows, withhold
+
+    source = work / f"gen-{size}"
+    generate(source, size)
+    root = work / f"nightly-{size}"
+    shutil.rmtree(root, ignore_errors=True)
+    withheld = withhold(source, root, NIGHTLY_SHARE)
+    conf = generated_conf(work)
+    nightly_warehouse, full_warehouse = work / f"wh-nightly-{size}", work / f"wh-nightly-full-{size}"
+    first = fresh_run(broker_dirs(root), nightly_warehouse, conf)
+    appended = append(root, source)
+    rerun = finished_run(broker_dirs(root), nightly_warehouse, conf)
+    full = fresh_run(broker_dirs(root), full_warehouse, conf)
+    differing = differing_rows(nightly_warehouse, full_warehouse)
+    report.section(
+        f"Nightly: `run` again after {NIGHTLY_SHARE * 100:g} % more data ({size:,} batches, one run each)",
+        f"`benchmarks/log_append.py` wrote the root as it stood before its newest {NIGHTLY_SHARE * 100:g} % of batches "
+        "(by maxTimestamp, `__transaction_state` included) were appended; it was run in full, the batches appended in "
+        "place, and `run` repeated on the same warehouse (the nightly rerun), then run in full over the final root "
+        "into an empty warehouse. Tables: `findings`, `transactions`, `producer_state`, `partition_summary`, "
+        f"`global_transactions` and `read_committed` of both, run ids left out. Load after: {load()}.",
+    )
+    report.table(
+        ["figure", "value"],
+        [
+            [
+                "appended",
+                f"{withheld.batches:,} of {withheld.total_batches:,} batches; {appended.segments} segment files "
+                f"({withheld.segments_truncated} grown, {withheld.segments_left_out} new), "
+                f"{appended.files} files in all",
+            ],
+            ["first run, before the append", f"{first.wall:.1f} s, {first.peak_rss_mib:.0f} MiB"],
+            ["nightly rerun", f"{rerun.wall:.1f} s, {rerun.peak_rss_mib:.0f} MiB"],
+            ["full run over the final root", f"{full.wall:.1f} s, {full.peak_rss_mib:.0f} MiB"],
+            ["nightly / full (target ≤ 0.10)", f"{rerun.wall / full.wall:.2f}"],
+            ["nightly rerun, ingest / audit", _phases(rerun)],
+            ["full run, ingest / audit", _phases(full)],
+            ["segments, nightly rerun", _segment_outcomes(rerun)],
+            ["segments, full run", _segment_outcomes(full)],
+            ["tables identical", _identical(differing)],
+        ],
+    )
+
+
+def _identical(differing: dict[str, tuple[int, int]]) -> str:
+    if not differing:
+        return "yes, all six"
+    return "no: " + ", ".join(
+        f"{table} ({only} rows only after the rerun, {other} only after the full run)"
+        for table, (only, other) in differing.items()
+    )
+
+
+def _phases(sample: Sample) -> str:
+    """Seconds from the run's start to the ingest's segment outcomes, and from there to the audit's end, as logged."""
+    stamps = []
+    for marker in RUN_PHASES:
+        line = next((line for line in sample.stderr.splitlines() if marker in line), "")
+        found = LOG_TIME.match(line)
+        if found is None:
+            return "(not logged)"
+        stamps.append(datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f"))
+    return f"{(stamps[1] - stamps[0]).total_seconds():.1f} s / {(stamps[2] - stamps[1]).total_seconds():.1f} s"
+
+
+def _segment_outcomes(sample: Sample) -> str:
+    found = SEGMENTS_LINE.search(sample.stderr)
+    return found[1] if found else "(not logged)"
+
+
 def write_report(report: Report) -> None:
     text = BENCHMARKS_MD.read_text()
     body = "\n".join([START, "## Audit engine (`benchmarks/engine_suite.py`)", *report.lines, "", END])
@@ -421,6 +506,8 @@ def main() -> None:
         section_recall(report, args.work, sizes[min(1, len(sizes) - 1)])
     if "skew" in sections:
         section_skew(report, args.work, sizes[0])
+    if "nightly" in sections:
+        section_nightly(report, args.work, sizes[min(1, len(sizes) - 1)])
     report.lines += [
         "",
         f"The suite took {(time.perf_counter() - started) / 60:.0f} minutes; load at the end {load()}.",

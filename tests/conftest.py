@@ -31,6 +31,7 @@ SLOW_SCOPES = {
     "test_run_atomicity.py": 220,
     "test_cluster_run.py": 180,
     "test_end_to_end.py": 100,
+    "test_nightly_append.py": 100,
     "test_end_to_end_realdata.py": 70,
     "test_dumplog_parity.py": 150,
     "test_resource_bounds.py": 110,
