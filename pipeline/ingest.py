@@ -123,7 +123,7 @@ def _ingest_batches(
 def stage_batches(
     spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, segments: SegmentPlan, folder: str
 ) -> None:
-    """Write the ingested topics' `batches` rows into the staging `folder`, one file per segment file.
+    """Write the ingested topics' `batches` rows into the staging `folder`, one file per segment file decoded.
 
     The decode tasks write the rows of the segments they decode themselves, never handing them to the JVM
     (pipeline.tables.parquet_sink); those of dump and columnar inputs go through the same writer, and so do the
@@ -136,7 +136,7 @@ def stage_batches(
 
         stage_pass(segment_pass(spark, segments.to_read, settings), folder, partition_by, file_by="source_file")
     others = []
-    if segments.skipped and segments.kept_files is None:
+    if segments.kept and segments.kept_files is None:
         others.append(kept_batches(spark, store, segments))
     if plan.dump_files or plan.columnar_paths:
         not_segments = InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths)

@@ -9,6 +9,10 @@ log-dir inputs into one outcome:
 * `new`: no manifest row. Decoded.
 * `reread`: the active segment (the last of its partition directory, which the broker still appends to), or
   any segment when `ingest.incremental` is off (`--full`). Decoded again.
+* `appended`: the active segment grown (or not) since a decode that read it whole to its last byte, whose end
+  entries still hash as recorded and whose rows `batches` still holds: only the entries past the bytes decoded
+  before are decoded, and the rows of the earlier ones stay. A broker only ever appends to its active segment, so
+  with the default `segment.bytes` of 1 GiB a nightly run decodes the night's new bytes, not the whole segment.
 * `replaced`: size, modification time or broker id differ from the manifest row; or they match but an end
   entry hashes differently (a file rewritten in place with the same size, as the log cleaner or recovery do),
   or `batches` no longer holds exactly the rows the manifest counts for it. Decoded again.
@@ -42,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -58,7 +62,7 @@ from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_by_source import SourceFiles, files_by_source
 from pipeline.tables.snapshot_files import read_files
 from pipeline.tables.store import TableStore
-from schemas.batches import BATCHES, STATUS_UNREADABLE
+from schemas.batches import BATCHES, STATUS_LEGACY, STATUS_OK, STATUS_UNREADABLE
 from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
 
 if TYPE_CHECKING:
@@ -67,8 +71,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TABLE = "ingest_manifest"
-NEW, REREAD, REPLACED, SKIPPED, REMOVED = "new", "reread", "replaced", "skipped", "removed"
-OUTCOMES = (NEW, REREAD, REPLACED, SKIPPED, REMOVED)
+NEW, REREAD, APPENDED, REPLACED, SKIPPED, REMOVED = "new", "reread", "appended", "replaced", "skipped", "removed"
+OUTCOMES = (NEW, REREAD, APPENDED, REPLACED, SKIPPED, REMOVED)
+WHOLE_ENTRIES = (STATUS_OK, STATUS_LEGACY)  # entries after which the file's next entry is decoded
 HASHED_BYTES = 61  # kafka_format.RECORD_BATCH_OVERHEAD: a v2 batch header, stored CRC included
 
 _HASH_FIELDS = [
@@ -112,6 +117,8 @@ _RECORDED = (
     "last_batch_position",
     "last_batch_hash",
     "rows_ingested",
+    "is_active",
+    "decoded_bytes",
 )
 
 
@@ -120,19 +127,31 @@ class SegmentPlan:
     """What a run does with each `.log` segment of its log-dir inputs."""
 
     segments: list[SegmentFile]  # every segment of the inputs, each file once
-    outcomes: dict[str, str]  # location -> NEW, REREAD, REPLACED or SKIPPED
+    outcomes: dict[str, str]  # location -> NEW, REREAD, APPENDED, REPLACED or SKIPPED
     active: frozenset[str]  # locations of the last segment of each partition directory
     recorded: dict[str, dict[str, Any]]  # manifest rows of the inputs' topics by location (`_RECORDED` columns)
-    # The `batches` files of the skipped segments, kept as they are; None when the log does not say which they are.
+    # The `batches` files of the kept segments, kept as they are; None when the log does not say which they are.
     kept_files: frozenset[str] | None = frozenset()
 
     @property
     def to_read(self) -> list[SegmentFile]:
-        return [segment for segment in self.segments if self.outcomes[segment.location] != SKIPPED]
+        """The segments to decode; an appended one from the first byte its earlier decode did not reach."""
+        return [
+            replace(segment, start=self.recorded[segment.location]["decoded_bytes"])
+            if self.outcomes[segment.location] == APPENDED
+            else segment
+            for segment in self.segments
+            if self.outcomes[segment.location] != SKIPPED
+        ]
 
     @property
     def skipped(self) -> list[SegmentFile]:
         return [segment for segment in self.segments if self.outcomes[segment.location] == SKIPPED]
+
+    @property
+    def kept(self) -> list[SegmentFile]:
+        """The segments whose rows in `batches` stay: the skipped ones, and the appended ones' rows decoded before."""
+        return [segment for segment in self.segments if self.outcomes[segment.location] in (SKIPPED, APPENDED)]
 
     @property
     def kept_topics(self) -> set[str]:
@@ -152,9 +171,13 @@ def plan_segment_reads(spark: SparkSession, store: TableStore, settings: Setting
         return SegmentPlan(segments, outcomes, active, recorded)
     sources = files_by_source(store.path("batches"), sorted({segment.topic for segment in candidates}))
     unchanged = _unchanged_on_disk(spark, store, candidates, recorded, sources)
-    outcomes.update(
-        {segment.location: SKIPPED if segment.location in unchanged else REPLACED for segment in candidates}
-    )
+    for segment in candidates:
+        if segment.location not in unchanged:
+            outcomes[segment.location] = REREAD if segment.location in active else REPLACED
+        else:
+            outcomes[segment.location] = (
+                SKIPPED if _listed_as_recorded(segment, recorded[segment.location]) else APPENDED
+            )
     kept = None
     if sources is not None:
         kept = frozenset(path for location in unchanged for path in sources.get(location, NO_FILES).paths)
@@ -174,30 +197,46 @@ def active_segments(segments: list[SegmentFile]) -> frozenset[str]:
 def triage(
     segments: list[SegmentFile], recorded: dict[str, dict[str, Any]], active: frozenset[str], incremental: bool
 ) -> tuple[dict[str, str], list[SegmentFile]]:
-    """The outcomes the listing decides, and the segments left for the hash and row count check."""
+    """The outcomes the listing decides, and the segments left for the hash and row count check: closed segments
+    listed as recorded, and active ones that grew from where a whole decode of them ended."""
     outcomes: dict[str, str] = {}
     candidates: list[SegmentFile] = []
     for segment in segments:
         row = recorded.get(segment.location)
         if row is None:
             outcomes[segment.location] = NEW
-        elif not incremental or segment.location in active:
+        elif not incremental:
             outcomes[segment.location] = REREAD
-        elif (row["size_bytes"], row["mtime_ns"], row["broker_id"], row["cluster_id"]) != (
-            segment.size,
-            segment.mtime_ns,
-            segment.broker_id,
-            segment.cluster_id,
-        ) or None in (row["first_batch_hash"], row["last_batch_hash"]):
-            outcomes[segment.location] = REPLACED
-        else:
+        elif (row["broker_id"], row["cluster_id"]) != (segment.broker_id, segment.cluster_id) or None in (
+            row["first_batch_hash"],
+            row["last_batch_hash"],
+        ):
+            outcomes[segment.location] = REREAD if segment.location in active else REPLACED
+        elif _listed_as_recorded(segment, row) or _grown(segment, row, active):
             candidates.append(segment)
+        else:
+            outcomes[segment.location] = REREAD if segment.location in active else REPLACED
     return outcomes, candidates
 
 
+def _listed_as_recorded(segment: SegmentFile, row: dict[str, Any]) -> bool:
+    return (row["size_bytes"], row["mtime_ns"]) == (segment.size, segment.mtime_ns)
+
+
+def _grown(segment: SegmentFile, row: dict[str, Any], active: frozenset[str]) -> bool:
+    """An active segment, or one active when decoded and rolled since, that is longer now than the bytes a decode
+    read whole to its last one: the broker appended to it."""
+    was_or_is_active = row["is_active"] or segment.location in active
+    return (
+        was_or_is_active
+        and row["decoded_bytes"] is not None
+        and row["decoded_bytes"] == row["size_bytes"] < segment.size
+    )
+
+
 def kept_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan) -> DataFrame:
-    """The current `batches` rows of the skipped segments, to be written back beside the decoded rows."""
-    return _rows_of_skipped(spark, store.read("batches", schema=BATCHES), plan)
+    """The current `batches` rows of the kept segments, to be written back beside the decoded rows."""
+    return _rows_of(spark, store.read("batches", schema=BATCHES), plan.kept)
 
 
 def decoded_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan, topics: list[str]) -> DataFrame:
@@ -226,7 +265,7 @@ def write_manifest(
     counts[REMOVED] = _removed(store, plan, topics)
     if not plan.segments and not store.exists(TABLE):
         return counts
-    kept = _rows_of_skipped(spark, store.read(TABLE, schema=INGEST_MANIFEST), plan)
+    kept = _rows_of(spark, store.read(TABLE, schema=INGEST_MANIFEST), plan.skipped)
     rows = kept.unionByName(_decoded_rows(spark, plan, ingested, run_id)).where(F.col("topic").isin(topics))
     store.overwrite_partitions(rows, TABLE, INGEST_MANIFEST_PARTITION_BY, {"topic": topics})
     return counts
@@ -325,11 +364,10 @@ def _unchanged_on_disk(
     return {row.location for row in unchanged.collect()}
 
 
-def _rows_of_skipped(spark: SparkSession, table: DataFrame, plan: SegmentPlan) -> DataFrame:
-    """The rows of a table (`batches` or the manifest) whose `source_file` is a skipped segment."""
-    skipped = plan.skipped
-    locations = spark.createDataFrame([(segment.location,) for segment in skipped], _LOCATIONS)
-    return table.where(F.col("topic").isin(sorted({segment.topic for segment in skipped}))).join(
+def _rows_of(spark: SparkSession, table: DataFrame, segments: list[SegmentFile]) -> DataFrame:
+    """The rows of a table (`batches` or the manifest) whose `source_file` is one of `segments`."""
+    locations = spark.createDataFrame([(segment.location,) for segment in segments], _LOCATIONS)
+    return table.where(F.col("topic").isin(sorted({segment.topic for segment in segments}))).join(
         locations, F.col("source_file") == F.col("location"), "left_semi"
     )
 
@@ -357,6 +395,9 @@ def _decoded_rows(spark: SparkSession, plan: SegmentPlan, decoded: DataFrame, ru
         F.count(F.lit(1)).alias("rows_ingested"),
         F.max("position").alias("last_batch_position"),
         F.bool_or(F.col("entry_status") == STATUS_UNREADABLE).alias("unreadable"),
+        F.max_by(F.struct("entry_status", (F.col("position") + F.col("size_bytes")).alias("end")), "position").alias(
+            "last_entry"
+        ),
     )
     # A file read only in part is hashed as if unreadable, so that the next run reads it again.
     complete = ~F.coalesce(F.col("unreadable"), F.lit(False))
@@ -374,6 +415,9 @@ def _decoded_rows(spark: SparkSession, plan: SegmentPlan, decoded: DataFrame, ru
         F.when(complete, F.col("last_batch_hash")).alias("last_batch_hash"),
         "is_active",
         F.coalesce(F.col("rows_ingested"), F.lit(0)).alias("rows_ingested"),
+        F.when(complete & F.col("last_entry.entry_status").isin(*WHOLE_ENTRIES), F.col("last_entry.end")).alias(
+            "decoded_bytes"
+        ),
         F.lit(run_id).alias("run_id"),
         F.lit(datetime.now(UTC)).alias("ingested_at"),
     )

@@ -24,6 +24,7 @@ INGEST_MANIFEST = T.StructType(
         T.StructField("last_batch_hash", T.StringType(), True),
         T.StructField("is_active", T.BooleanType(), False),  # the last segment of its partition directory
         T.StructField("rows_ingested", T.LongType(), False),  # its rows in `batches`
+        T.StructField("decoded_bytes", T.LongType(), True),  # where a decode of the grown file goes on
         T.StructField("run_id", T.StringType(), False),
         T.StructField("ingested_at", T.TimestampType(), False),
     ]
@@ -44,8 +45,10 @@ COLUMN_MEANINGS = {
     "first_batch_hash": "BLAKE2b-128 of the first 61 bytes of the entry at position 0",
     "last_batch_position": "byte position of the last entry; null when the file holds none",
     "last_batch_hash": "BLAKE2b-128 of the first 61 bytes of the last entry",
-    "is_active": "the last segment of its partition directory (re-read every run)",
+    "is_active": "the last segment of its partition directory when decoded",
     "rows_ingested": "its rows in `batches`",
+    "decoded_bytes": "end of its last entry when every entry before it decoded whole (`ok` or `legacy`); a run that "
+    "finds the file grown decodes only from there (`appended`); null: decoded whole next time it changes",
     "run_id": "run that decoded it",
     "ingested_at": "when that run decoded it",
 }

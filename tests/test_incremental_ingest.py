@@ -18,6 +18,7 @@ from pipeline.config import IngestSettings, Settings
 from pipeline.ingest_manifest import (
     HASHED_BYTES,
     NEW,
+    OUTCOMES,
     REPLACED,
     REREAD,
     active_segments,
@@ -95,7 +96,7 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
         return {name: row.run_id for name, row in manifest(store, "orders").items()}
 
     # First run: every segment is new, and the manifest describes each file as listed and decoded.
-    assert ingest("run-1", [orders, payments]) == {"new": 6, "reread": 0, "replaced": 0, "skipped": 0, "removed": 0}
+    assert ingest("run-1", [orders, payments]) == outcomes(new=6)
     first = assert_batches_are_a_fresh_decode()
     other_topic = (
         topic_rows(store, "batches", BATCHES, "payments"),
@@ -111,19 +112,17 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
         assert row.rows_ingested == BATCHES_PER_SEGMENT
         assert row.last_batch_position == stat.st_size // BATCHES_PER_SEGMENT
         assert (row.first_batch_hash, row.last_batch_hash) == entry_hashes(str(broker / name), row.last_batch_position)
+        assert row.decoded_bytes == stat.st_size  # decoded whole, to its last byte
     active = {f"orders-0/{segment_file_name(12)}", f"orders-1/{segment_file_name(0)}"}
     assert {name for name, row in recorded.items() if row.is_active} == active
 
-    # The same log dir again, without the other one: only the active segments are decoded, to the same rows, and
-    # the skipped segments' files stay in the table as they were.
+    # The same log dir again, without the other one: nothing changed, nothing is decoded, and the segments' files
+    # stay in the table as they were.
     files_before = files_by_source(store.path("batches"), ["orders"])
-    assert ingest("run-2", [orders]) == {"new": 0, "reread": 2, "replaced": 0, "skipped": 3, "removed": 0}
+    assert ingest("run-2", [orders]) == outcomes(skipped=5)
     assert topic_rows(store, "batches", BATCHES, "orders") == first
-    files_after = files_by_source(store.path("batches"), ["orders"])
-    for name in recorded:
-        location = str(broker / name)
-        assert (files_after[location] == files_before[location]) == (name not in active)
-    assert run_ids() == {name: "run-2" if name in active else "run-1" for name in recorded}
+    assert files_by_source(store.path("batches"), ["orders"]) == files_before
+    assert set(run_ids().values()) == {"run-1"}
 
     # The broker appends to the active segment, an older segment is rewritten in place with the same size and
     # modification time (only the hashes tell), and retention deletes the oldest one.
@@ -136,8 +135,12 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     after = rewritten.stat()
     assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
     (broker / "orders-0" / segment_file_name(0)).unlink()
-    assert ingest("run-3", [orders]) == {"new": 0, "reread": 2, "replaced": 1, "skipped": 1, "removed": 1}
+    assert ingest("run-3", [orders]) == outcomes(appended=1, replaced=1, skipped=2, removed=1)
     latest = assert_batches_are_a_fresh_decode()
+    # The grown segment kept the file of the rows decoded before and got one for the entry appended to it.
+    grown = files_by_source(store.path("batches"), ["orders"])[str(broker / "orders-0" / segment_file_name(12))]
+    assert set(files_before[str(broker / "orders-0" / segment_file_name(12))].paths) < set(grown.paths)
+    assert grown.rows == BATCHES_PER_SEGMENT + 1
     assert len(latest) == len(first) - BATCHES_PER_SEGMENT + 1
     assert {row[BATCHES.fieldNames().index("producer_id")] for row in latest} == {1, 2}
     assert segments_per_file(store) == {1}  # decoded and kept rows alike: a file holds one segment file's rows
@@ -145,7 +148,7 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
         f"orders-0/{segment_file_name(4)}": "run-3",
         f"orders-0/{segment_file_name(8)}": "run-1",
         f"orders-0/{segment_file_name(12)}": "run-3",
-        f"orders-1/{segment_file_name(0)}": "run-3",
+        f"orders-1/{segment_file_name(0)}": "run-1",
     }
 
     # `batches` changed behind the manifest's back (the rows of a skipped segment gone): that segment is read again.
@@ -156,13 +159,28 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     store.overwrite_partitions(truncated.coalesce(1), "batches", ["topic"], {"topic": ["orders"]})
     assert files_by_source(store.path("batches"), ["orders"]) is None
     publish_as_a_run(spark, store, "edit")  # published, so the next run keeps it instead of rolling it back
-    assert ingest("run-4", [orders]) == {"new": 0, "reread": 2, "replaced": 1, "skipped": 1, "removed": 0}
+    assert ingest("run-4", [orders]) == outcomes(replaced=1, skipped=3)
     assert topic_rows(store, "batches", BATCHES, "orders") == latest
     assert segments_per_file(store) == {1}
 
+    # A batch caught half written ends the appended decode in a truncated tail; once it is whole, the segment is
+    # decoded again from its start, since where its last decode stopped is no entry boundary to go on from.
+    torn = broker / "orders-1" / segment_file_name(0)
+    appended_batch = segment_bytes(4, batches=1)
+    with open(torn, "ab") as active_segment:
+        active_segment.write(appended_batch[:30])
+    assert ingest("run-4a", [orders]) == outcomes(appended=1, skipped=3)
+    assert_batches_are_a_fresh_decode()
+    assert manifest(store, "orders")[f"orders-1/{segment_file_name(0)}"].decoded_bytes is None
+    with open(torn, "ab") as active_segment:
+        active_segment.write(appended_batch[30:])
+    assert ingest("run-4b", [orders]) == outcomes(reread=1, skipped=3)
+    latest = assert_batches_are_a_fresh_decode()
+    assert manifest(store, "orders")[f"orders-1/{segment_file_name(0)}"].decoded_bytes == torn.stat().st_size
+
     # With incremental ingest off (--full) every segment is decoded again, to the same rows.
     full = Settings(ingest=IngestSettings(incremental=False))
-    assert ingest("run-5", [orders], full) == {"new": 0, "reread": 4, "replaced": 0, "skipped": 0, "removed": 0}
+    assert ingest("run-5", [orders], full) == outcomes(reread=4)
     assert topic_rows(store, "batches", BATCHES, "orders") == latest
     assert set(run_ids().values()) == {"run-5"}
 
@@ -171,6 +189,11 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
         topic_rows(store, "batches", BATCHES, "payments"),
         topic_rows(store, "ingest_manifest", INGEST_MANIFEST, "payments"),
     ) == other_topic
+
+
+def outcomes(**counts: int) -> dict[str, int]:
+    """Segments per outcome, every outcome named."""
+    return {outcome: counts.get(outcome, 0) for outcome in OUTCOMES}
 
 
 def segments_per_file(store: TableStore) -> set[int]:
@@ -195,10 +218,18 @@ def segment(location: str, base_offset: int = 0, size: int = 100, mtime_ns: int 
 
 
 def recorded_row(
-    size: int = 100, mtime_ns: int | None = 5, broker_id: int | None = 1, hashes=("a", "b"), cluster_id: str = ""
+    size: int = 100,
+    mtime_ns: int | None = 5,
+    broker_id: int | None = 1,
+    hashes=("a", "b"),
+    cluster_id: str = "",
+    is_active: bool = False,
+    decoded_bytes: int | None = 100,
 ) -> dict:
     first, last = hashes
     return {
+        "is_active": is_active,
+        "decoded_bytes": decoded_bytes,
         "size_bytes": size,
         "mtime_ns": mtime_ns,
         "broker_id": broker_id,
@@ -209,10 +240,14 @@ def recorded_row(
     }
 
 
-def test_triage_leaves_only_unchanged_listings_to_the_hash_check():
+def test_triage_leaves_unchanged_listings_and_appended_active_segments_to_the_hash_check():
     listed = {
         "new": segment("t-0/new.log"),
         "active": segment("t-0/active.log"),
+        "active_grown": segment("t-0/active_grown.log", size=120, mtime_ns=6),
+        "active_torn": segment("t-0/active_torn.log", size=120, mtime_ns=6),
+        "active_shrunk": segment("t-0/active_shrunk.log", size=80, mtime_ns=6),
+        "rolled": segment("t-0/rolled.log", size=120, mtime_ns=6),
         "grown": segment("t-0/grown.log", size=120),
         "touched": segment("t-0/touched.log", mtime_ns=6),
         "moved": segment("t-0/moved.log"),
@@ -222,7 +257,11 @@ def test_triage_leaves_only_unchanged_listings_to_the_hash_check():
         "no_mtime": segment("t-0/no_mtime.log", mtime_ns=None),
     }
     recorded = {
-        "t-0/active.log": recorded_row(),
+        "t-0/active.log": recorded_row(is_active=True),
+        "t-0/active_grown.log": recorded_row(is_active=True),
+        "t-0/active_torn.log": recorded_row(is_active=True, decoded_bytes=90),  # ended in a partial entry
+        "t-0/active_shrunk.log": recorded_row(is_active=True),
+        "t-0/rolled.log": recorded_row(is_active=True),  # appended to, then rolled: no longer the last segment
         "t-0/grown.log": recorded_row(),
         "t-0/touched.log": recorded_row(),
         "t-0/moved.log": recorded_row(broker_id=2),
@@ -232,17 +271,20 @@ def test_triage_leaves_only_unchanged_listings_to_the_hash_check():
         "t-0/no_mtime.log": recorded_row(mtime_ns=None),
     }
     segments = list(listed.values())
-    outcomes, candidates = triage(segments, recorded, frozenset({"t-0/active.log"}), incremental=True)
+    active = frozenset({"t-0/active.log", "t-0/active_grown.log", "t-0/active_torn.log", "t-0/active_shrunk.log"})
+    outcomes, candidates = triage(segments, recorded, active, incremental=True)
     assert outcomes == {
         "t-0/new.log": NEW,
-        "t-0/active.log": REREAD,
+        "t-0/active_torn.log": REREAD,
+        "t-0/active_shrunk.log": REREAD,
         "t-0/grown.log": REPLACED,
         "t-0/touched.log": REPLACED,
         "t-0/moved.log": REPLACED,
         "t-0/reclustered.log": REPLACED,
         "t-0/unhashed.log": REPLACED,
     }
-    assert candidates == [listed["same"], listed["no_mtime"]]
+    expected = ["active", "active_grown", "rolled", "same", "no_mtime"]
+    assert candidates == [listed[name] for name in expected]
 
     outcomes, candidates = triage(segments, recorded, frozenset(), incremental=False)
     assert candidates == [] and outcomes["t-0/same.log"] == REREAD and outcomes["t-0/new.log"] == NEW

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import struct
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -105,6 +106,10 @@ def test_split_segment_covers_the_file_once():
     pieces = split_segment(segment, 300)
     assert [(piece.start, piece.end) for piece in pieces] == [(0, 300), (300, 600), (600, 900), (900, None)]
     assert {piece.location for piece in pieces} == {segment.location}
+    # A segment decoded from a later byte on (the rest of a grown active segment) splits from there.
+    rest = replace(segment, start=450)
+    assert split_segment(rest, 1000) == [rest]
+    assert [(piece.start, piece.end) for piece in split_segment(rest, 300)] == [(450, 750), (750, None)]
 
 
 @pytest.mark.parametrize("with_index", [False, True], ids=["no_index", "index"])

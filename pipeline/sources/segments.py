@@ -88,7 +88,7 @@ def segment_ranges(spark: SparkSession, segments: list[SegmentFile], split_bytes
     """The byte ranges of `segments` (`split_segment`) as `SEGMENT_DESCRIPTOR` rows dealt to tasks, how many ranges
     and how many tasks: at least one per `split_bytes` of input, never more than ranges, the largest dealt first."""
     ranges = [piece for segment in segments for piece in split_segment(segment, split_bytes)]
-    total_bytes = sum(segment.size for segment in segments)
+    total_bytes = sum(segment.size - segment.start for segment in segments)
     tasks = min(len(ranges), max(spark.sparkContext.defaultParallelism, math.ceil(total_bytes / split_bytes)))
     ranges.sort(key=lambda piece: _range_end(piece) - piece.start, reverse=True)
     tasks_ranges = [[astuple(piece) for piece in ranges[task::tasks]] for task in range(tasks)]
@@ -97,7 +97,7 @@ def segment_ranges(spark: SparkSession, segments: list[SegmentFile], split_bytes
 
 
 def split_segment(segment: SegmentFile, split_bytes: int) -> list[SegmentFile]:
-    """The segment as byte ranges of `split_bytes`; the last one runs to the end of the file.
+    """The segment from its `start` on as byte ranges of `split_bytes`; the last one runs to the end of the file.
 
     A range does not need to start on an entry: its task walks the entry chain from the start of the file to its
     first entry (`kafka_format.next_entry_start`), so the ranges decode exactly what one pass over the file does.
@@ -105,7 +105,11 @@ def split_segment(segment: SegmentFile, split_bytes: int) -> list[SegmentFile]:
     iterate past may lie before them, and then a decode starting there would report entries that a pass over
     the file never reaches.
     """
-    starts = range(0, segment.size, split_bytes) if segment.size > split_bytes else [0]
+    starts = (
+        range(segment.start, segment.size, split_bytes)
+        if segment.size - segment.start > split_bytes
+        else [segment.start]
+    )
     return [
         replace(segment, start=start, end=start + split_bytes if start + split_bytes < segment.size else None)
         for start in starts

@@ -238,7 +238,8 @@ def _table_files(location: str) -> pafs.FileSystem:
 def _staged_files(files: pafs.FileSystem, staging: str, layout: Layout) -> list[_DataFile]:
     """The staged Parquet files, with partition values and stats; empty files are left behind."""
     staged = []
-    for info in files.get_file_info(pafs.FileSelector(staging, recursive=True)):
+    # No folder: nothing was staged (an incremental ingest that decoded nothing still commits its removals).
+    for info in files.get_file_info(pafs.FileSelector(staging, recursive=True, allow_not_found=True)):
         name = posixpath.basename(info.path)
         if info.type != pafs.FileType.File or not name.endswith(".parquet") or name.startswith(("_", ".")):
             continue
