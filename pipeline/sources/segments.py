@@ -76,7 +76,7 @@ def segment_pass(spark: SparkSession, segments: list[SegmentFile], settings: Set
     log.info(
         "decoding %d segment files (%d bytes) as %d byte ranges in %d tasks",
         len(segments),
-        sum(segment.size for segment in segments),
+        sum(segment.size - segment.start for segment in segments),
         ranges,
         tasks,
     )
