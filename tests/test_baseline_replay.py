@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, segment_file_name
+from tests import benchmark_modules
 
 REPO = Path(__file__).resolve().parent.parent
 REALDATA_SEGMENTS = REPO.parent / "shared" / "realdata" / "broker-segments"
@@ -43,15 +44,7 @@ COMPACTED = ["*-changelog"]
 CLI = Path(sys.executable).parent / "produce-audit"
 
 
-def _load_baseline():
-    spec = importlib.util.spec_from_file_location("baseline_replay", REPO / "benchmarks" / "baseline_replay.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-baseline = _load_baseline()
+baseline = benchmark_modules.load("baseline_replay")
 
 
 def baseline_findings(root: Path) -> Counter:

@@ -5,7 +5,6 @@ root as it stood before the append, and appends)."""
 from __future__ import annotations
 
 import filecmp
-import importlib.util
 import re
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
 from pipeline.sources.kafka_format.windows import decode_segment
 from schemas.batches import STATUS_OK
+from tests import benchmark_modules
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "produce-audit"
@@ -23,15 +23,7 @@ SHARE = 0.05
 SEGMENTS_LINE = re.compile(r"segments: (?P<new>\d+) new, .* (?P<skipped>\d+) skipped, (?P<removed>\d+) removed")
 
 
-def _load_log_append():
-    spec = importlib.util.spec_from_file_location("log_append", REPO / "benchmarks" / "log_append.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-log_append = _load_log_append()
+log_append = benchmark_modules.load("log_append")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.tables.snapshot_files import plain_snapshot
+from pipeline.tables.snapshot_files import logged_files
 
 
 @dataclass(frozen=True)
@@ -27,15 +27,8 @@ class SourceFiles:
 
 def files_by_source(location: str, topics: list[str]) -> dict[str, SourceFiles] | None:
     """The latest snapshot's files of `topics` by `source_file`; None when some file does not name exactly one."""
-    try:
-        table = plain_snapshot(location, None)
-    except Exception:  # a log delta-rs cannot open: Spark reads the table
-        return None
-    if table is None:
-        return None
-    actions = pa.table(table.get_add_actions(flatten=True))
-    needed = ["path", "num_records", "partition.topic", "min.source_file", "max.source_file"]
-    if any(name not in actions.column_names for name in needed):
+    actions = logged_files(location, ["path", "num_records", "partition.topic", "min.source_file", "max.source_file"])
+    if actions is None:
         return None
     actions = actions.filter(pc.is_in(actions.column("partition.topic"), value_set=pa.array(topics, pa.string())))
     by_source: dict[str, SourceFiles] = {}

@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-import pyarrow as pa
-
-from pipeline.tables.snapshot_files import plain_snapshot
+from pipeline.tables.snapshot_files import logged_files
 
 
 @dataclass(frozen=True)
@@ -29,15 +27,9 @@ class FileGroup:
 def files_per_partition(location: str) -> list[FileGroup] | None:
     """The latest snapshot's files by (topic, partition); None when some file holds several partitions, or when
     the log does not say which (no statistics, a reader feature, no `topic` partition column)."""
-    try:
-        table = plain_snapshot(location, None)
-    except Exception:  # a log delta-rs cannot open: Spark reads the table
-        return None
-    if table is None:
-        return None
-    actions = pa.table(table.get_add_actions(flatten=True))
     needed = ["path", "size_bytes", "num_records", "partition.topic", "min.partition", "max.partition"]
-    if any(name not in actions.column_names for name in needed):
+    actions = logged_files(location, needed)
+    if actions is None:
         return None
     groups: dict[tuple[str, int], list[tuple[str, int]]] = {}
     root = location.rstrip("/")

@@ -27,6 +27,20 @@ def plain_snapshot(location: str, version: int | None) -> DeltaTable | None:
     return table if table.protocol().min_reader_version <= PLAIN_READER_VERSION else None
 
 
+def logged_files(location: str, columns: list[str]) -> pa.Table | None:
+    """The latest plain snapshot's add actions, flattened (`path`, `num_records`, `partition.<column>`,
+    `min.<column>`, ...), when the log opens, needs no reader feature and names every one of `columns`; None
+    otherwise, and the caller reads the table with Spark."""
+    try:
+        table = plain_snapshot(location, None)
+    except Exception:  # a log delta-rs cannot open
+        return None
+    if table is None:
+        return None
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return actions if all(name in actions.column_names for name in columns) else None
+
+
 def spark_schema(table: DeltaTable) -> T.StructType:
     # A Delta schema string is, by the protocol, Spark's StructType JSON.
     return T.StructType.fromJson(json.loads(table.schema().to_json()))
