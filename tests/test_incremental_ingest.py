@@ -153,14 +153,17 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
 
     # `batches` changed behind the manifest's back (the rows of a skipped segment gone): that segment is read again.
     skipped_file = str(broker / "orders-0" / segment_file_name(8))
-    # Written in one file, the log no longer says which file holds which segment: the kept rows are read and
-    # written again.
+    # Written in one file, the log no longer says which file holds which segment: the kept rows, those of the
+    # segment appended to among them, are read and written again.
     truncated = store.read("batches", schema=BATCHES).where(f"topic = 'orders' AND source_file != '{skipped_file}'")
     store.overwrite_partitions(truncated.coalesce(1), "batches", ["topic"], {"topic": ["orders"]})
     assert files_by_source(store.path("batches"), ["orders"]) is None
     publish_as_a_run(spark, store, "edit")  # published, so the next run keeps it instead of rolling it back
-    assert ingest("run-4", [orders]) == outcomes(replaced=1, skipped=3)
-    assert topic_rows(store, "batches", BATCHES, "orders") == latest
+    with open(broker / "orders-0" / segment_file_name(12), "ab") as active_segment:
+        active_segment.write(segment_bytes(18, batches=1))
+    assert ingest("run-4", [orders]) == outcomes(appended=1, replaced=1, skipped=2)
+    latest = assert_batches_are_a_fresh_decode()
+    assert len(latest) == len(first) - BATCHES_PER_SEGMENT + 2
     assert segments_per_file(store) == {1}
 
     # A batch caught half written ends the appended decode in a truncated tail; once it is whole, the segment is
