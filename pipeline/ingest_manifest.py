@@ -7,16 +7,18 @@ record count, so the stored CRC of the rest of the batch is hashed too). A later
 log-dir inputs into one outcome:
 
 * `new`: no manifest row. Decoded.
-* `reread`: the active segment (the last of its partition directory, which the broker still appends to), or
-  any segment when `ingest.incremental` is off (`--full`). Decoded again.
-* `appended`: the active segment grown (or not) since a decode that read it whole to its last byte, whose end
-  entries still hash as recorded and whose rows `batches` still holds: only the entries past the bytes decoded
-  before are decoded, and the rows of the earlier ones stay. A broker only ever appends to its active segment, so
+* `appended`: the active segment (the last of its partition directory, which the broker still appends to), or
+  one that was active when decoded and has been rolled since, grown past the bytes a decode read whole to its last
+  byte, whose end entries still hash as recorded and whose rows `batches` still holds: only the entries past those
+  bytes are decoded, and the rows of the earlier ones stay. A broker only ever appends to its active segment, so
   with the default `segment.bytes` of 1 GiB a nightly run decodes the night's new bytes, not the whole segment.
+* `reread`: an active segment that cannot be continued so (its last decode stopped in a partial entry, or it
+  shrank, or its end entries or broker changed), or any segment when `ingest.incremental` is off (`--full`).
+  Decoded again.
 * `replaced`: size, modification time or broker id differ from the manifest row; or they match but an end
   entry hashes differently (a file rewritten in place with the same size, as the log cleaner or recovery do),
   or `batches` no longer holds exactly the rows the manifest counts for it. Decoded again.
-* `skipped`: none of the above. Its rows in `batches` are kept as they are.
+* `skipped`: none of the above, active or not. Its rows in `batches` are kept as they are.
 * `removed`: a manifest row of an ingested topic whose file is no longer in the input (retention deleted it,
   or the input changed). Its rows go, since the audit must see the partition's retained log.
 
