@@ -308,10 +308,15 @@ def _stat_value(value: Any) -> Any:
     return value.isoformat() if isinstance(value, date) else value
 
 
+def _replaced_values(values: dict[str, list]) -> dict[str, set[str]]:
+    """Each partition column's replaced values as the Delta log spells them."""
+    return {name: {partition_value(value) for value in column_values} for name, column_values in values.items()}
+
+
 def _check_inside(location: str, staged: list[_DataFile], values: dict[str, list]) -> None:
     """Refuse files outside the replaced partitions: committing them would leave rows the next rerun
     of the same overwrite would not replace."""
-    allowed = {name: {partition_value(value) for value in column_values} for name, column_values in values.items()}
+    allowed = _replaced_values(values)
     outside = sorted(
         {
             data_file.partition_dir
@@ -382,7 +387,7 @@ def _removes_except(
 ) -> list[RemoveAction]:
     """Remove actions for the files of the partitions named in `values`, except `kept`, which must all be there."""
     actions = pa.table(table.get_add_actions(flatten=True))
-    wanted = {name: {partition_value(value) for value in column_values} for name, column_values in values.items()}
+    wanted = _replaced_values(values)
     removes, present = [], set()
     removed_at = int(time.time() * 1000)
     columns = [actions.column(f"partition.{name}").cast(pa.string()).to_pylist() for name in wanted]
