@@ -11,17 +11,23 @@ topic, so repeating the step on the same input replaces exactly the rows the pre
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from functools import partial, reduce
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 import schemas
 from pipeline.arrow_pass import ArrowPass
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.ingest_manifest import (
+    NO_FILES,
     SegmentPlan,
     decoded_batches,
     kept_batches,
@@ -31,14 +37,17 @@ from pipeline.ingest_manifest import (
 from pipeline.parallel import side_by_side
 from pipeline.small_inputs import sized_for
 from pipeline.sources.dispatch import (
+    dumped_partition_files,
     read_inputs,
     read_internal_topic_inputs,
-    read_partition_inputs,
     split_offset_commit_records,
 )
 from pipeline.sources.dumplog.reader import dump_line_counts
 from pipeline.sources.input_plan import InputPlan, plan_inputs
-from pipeline.tables.parquet_sink import stage_pass
+from pipeline.sources.log_roots import SegmentFile
+from pipeline.tables.files_by_source import files_by_source
+from pipeline.tables.parquet_sink import PartitionedParquetSink, StagedTable, stage_pass, stage_tables
+from pipeline.tables.stats import logged_values
 from pipeline.tables.store import TableStore
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import TRANSACTION_STATE_TOPIC
@@ -89,7 +98,7 @@ def _ingest_planned(
             "batches": partial(_ingest_batches, spark, store, settings, run_id, plan, segments, topics),
             "payloads": partial(ingest_payloads, spark, store, settings, plan, topics),
             "partition_files": partial(ingest_partition_files, spark, store, settings, plan, topics),
-            "internal_topics": partial(ingest_internal_topics, spark, store, settings, plan, topics),
+            "internal_topics": partial(ingest_internal_topics, spark, store, settings, plan, segments, topics),
         }
     )
     counts = {name: count for part in parts.values() for name, count in part.items()}
@@ -175,40 +184,86 @@ def ingest_partition_files(
 ) -> dict[str, int]:
     """Decode the files beside the segments of the log-dir inputs, and the `.txnindex` and `.snapshot` dumps among
     the dump text, into their tables, for the topics with batches (a partition without segments has nothing to
-    audit). Columnar inputs carry no such files."""
-    side_files = read_partition_inputs(spark, plan, settings)
-    if side_files is None:
+    audit). Columnar inputs carry no such files.
+
+    The files are small (a few MB for thousands of partitions), so what costs is the Spark jobs and the commits:
+    one job decodes every file into the staging folders of all six tables (`stage_tables`), and delta-rs commits
+    them, where a write per table took a job or more each plus delta-spark's own (plus one per table that dump
+    text feeds).
+    """
+    if not plan.segment_roots and not plan.dump_files:
         return {}
+    # Imported on use: dump and columnar inputs do not need the binary file readers.
+    from pipeline.sources.partition_files.reader import TABLE_SCHEMAS, partition_file_pass
 
-    def write_side_table(table: str, partition_by: list[str]) -> int:
-        rows = getattr(side_files, table).where(F.col("topic").isin(topics))
-        store.overwrite_partitions(rows, table, partition_by, {"topic": topics})
-        return store.count(table, {"topic": topics})
+    replaced = {"topic": topics}
+    with ExitStack() as stack:
+        staged = {
+            table: StagedTable(
+                stack.enter_context(store.staged_partitions(table, TABLE_SCHEMAS[table], partition_by, replaced)),
+                TABLE_SCHEMAS[table],
+                partition_by,
+            )
+            for table, partition_by in PARTITION_FILE_TABLES.items()
+        }
+        if plan.segment_roots:
+            files = partition_file_pass(spark, plan.log_roots.listings)
+            stage_tables(files.descriptors, partial(_of_topics, frozenset(topics), files.decode), staged)
+            naming = [row for row in files.naming_problems if row["topic"] in topics]
+            if naming:
+                problems = staged["file_problems"]
+                with PartitionedParquetSink(
+                    problems.folder, to_arrow_schema(problems.schema), problems.partition_by
+                ) as sink:
+                    sink.write(pa.Table.from_pylist(naming, schema=to_arrow_schema(problems.schema)))
+        for table, rows in dumped_partition_files(spark, plan, settings).items():
+            of_topics = ArrowPass.of(rows.where(F.col("topic").isin(topics)))
+            stage_pass(of_topics, staged[table].folder, staged[table].partition_by)
+    return {table: store.count(table, replaced) for table in PARTITION_FILE_TABLES}
 
-    return side_by_side(
-        {table: partial(write_side_table, table, partition_by) for table, partition_by in PARTITION_FILE_TABLES.items()}
-    )
+
+def _of_topics(
+    topics: frozenset[str],
+    decode: Callable[[Iterator[pa.RecordBatch]], Iterator[tuple[str, pa.RecordBatch]]],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Executor side: the rows `decode` makes of the files, those of `topics` only (a null topic is none)."""
+    wanted = pa.array(sorted(topics), pa.string())
+    for table, rows in decode(batches):
+        yield table, rows.filter(pc.fill_null(pc.is_in(rows.column("topic"), value_set=wanted), False))
 
 
 def ingest_internal_topics(
-    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, topics: list[str]
+    spark: SparkSession,
+    store: TableStore,
+    settings: Settings,
+    plan: InputPlan,
+    segments: SegmentPlan,
+    topics: list[str],
 ) -> dict[str, int]:
     """Decode the records of the coordinator topics among `topics` into `transaction_log` and `offset_commits`.
 
     A table is written only when its topic is among the ingested ones, so an ingest without it neither creates
-    nor empties it. Group metadata records of transactional batches are counted, not kept.
+    nor empties it. Group metadata records of transactional batches are counted, not kept. `transaction_log` is
+    incremental like `batches` (`transaction_log_reads`); `offset_commits` holds few rows and is decoded whole.
     """
     ingested = [topic for topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) if topic in topics]
-    internal = read_internal_topic_inputs(spark, plan, settings) if ingested else None
+    if not ingested:
+        return {}
+    to_decode, kept = transaction_log_reads(store, segments)
+    others = [segment for segment in plan.log_roots.segments if segment.topic != TRANSACTION_STATE_TOPIC]
+    internal = read_internal_topic_inputs(spark, plan, settings, others + to_decode)
     if internal is None:
         return {}
     counts: dict[str, int] = {}
     if TRANSACTION_STATE_TOPIC in ingested:
         partition_by = schemas.TRANSACTION_LOG_PARTITION_BY
         replaced = {"topic": [TRANSACTION_STATE_TOPIC]}
-        with store.staged_partitions("transaction_log", schemas.TRANSACTION_LOG, partition_by, replaced) as folder:
+        with store.staged_partitions(
+            "transaction_log", schemas.TRANSACTION_LOG, partition_by, replaced, kept
+        ) as folder:
             for part in internal.transaction_log:
-                stage_pass(part, folder, partition_by)
+                stage_pass(part, folder, partition_by, file_by="source_file")
         counts["transaction_log"] = store.count("transaction_log", {"topic": [TRANSACTION_STATE_TOPIC]})
         counts["transaction_log.partitions"] = _coordinator_partitions(store)
     if CONSUMER_OFFSETS_TOPIC in ingested:
@@ -230,13 +285,37 @@ def ingest_internal_topics(
     return counts
 
 
+def transaction_log_reads(store: TableStore, segments: SegmentPlan) -> tuple[list[SegmentFile], frozenset[str]]:
+    """The `__transaction_state` segments to decode, and the `transaction_log` files that stay.
+
+    The table is written one file per segment file, like `batches`, so the files of the segments whose `batches`
+    rows stay (skipped, and the part of an appended one decoded before) stay too, and only the segments `batches`
+    decodes are decoded. Both tables are committed by the same runs, all or nothing (a failed run restores them),
+    so the files of a kept segment are the rows its last decode made. A table whose log does not say which
+    segment each file holds (or no table) has every segment decoded whole.
+    """
+    of_topic = [segment for segment in segments.segments if segment.topic == TRANSACTION_STATE_TOPIC]
+    kept = [segment for segment in segments.kept if segment.topic == TRANSACTION_STATE_TOPIC]
+    written = files_by_source(store.path("transaction_log"), [TRANSACTION_STATE_TOPIC]) if kept else None
+    if written is None:
+        return of_topic, frozenset()
+    to_decode = [segment for segment in segments.to_read if segment.topic == TRANSACTION_STATE_TOPIC]
+    return to_decode, frozenset(path for segment in kept for path in written.get(segment.location, NO_FILES).paths)
+
+
 def _coordinator_partitions(store: TableStore) -> int:
     """How many `__transaction_state` partitions the input held. A cluster has transaction.state.log.num.partitions
     of them (50 by default), and which one holds a transactional id is its hash modulo that number, which the log
     dirs do not record: with only some partitions read, the cross-checks cannot tell a missing id from an unread
-    one, so the run says how many it read."""
-    transaction_log = store.read("transaction_log", schema=schemas.TRANSACTION_LOG)
-    read = transaction_log.where(F.col("topic") == TRANSACTION_STATE_TOPIC).select("partition").distinct().count()
+    one, so the run says how many it read. The Delta log's statistics say it when each file holds one partition
+    (the table is written one file per segment file); a Spark job counts otherwise."""
+    replaced = {"topic": [TRANSACTION_STATE_TOPIC]}
+    partitions = logged_values(store.path("transaction_log"), "partition", replaced)
+    if partitions is not None:
+        read = len(partitions)
+    else:
+        transaction_log = store.read("transaction_log", schema=schemas.TRANSACTION_LOG)
+        read = transaction_log.where(F.col("topic") == TRANSACTION_STATE_TOPIC).select("partition").distinct().count()
     log.info(
         "read %d %s partition(s); transactional ids of the partitions not read are unknown to the cross-checks",
         read,

@@ -39,8 +39,10 @@ every file is written into a staging folder and committed after the jobs that re
 after `batches`: a run failing in between leaves manifest rows describing older files, which can only make the
 next run decode more, and the row count check catches a `batches` table changed behind the manifest's back.
 
-Only `.log` segments are incremental. Dump text and columnar inputs are always replaced, and the small files
-beside the segments (indexes, snapshots, checkpoints) are always read again.
+Only `.log` segments are incremental. `transaction_log` follows the outcomes of the `__transaction_state`
+segments (`pipeline.ingest.transaction_log_reads`): it is written one file per segment file too, and keeps the
+files of the kept ones. Dump text and columnar inputs are always replaced, and the small files beside the segments
+(indexes, snapshots, checkpoints) are always read again, in one Spark job.
 """
 
 from __future__ import annotations

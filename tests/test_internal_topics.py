@@ -19,6 +19,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from pipeline.config import Settings
 from pipeline.ingest import ingest_internal_topics
+from pipeline.ingest_manifest import plan_segment_reads
 from pipeline.runner import ingest
 from pipeline.sources.dumplog.grammar import UNKNOWN
 from pipeline.sources.dumplog.parser import parse_dump
@@ -879,5 +880,6 @@ def test_an_ingest_without_coordinator_topics_leaves_their_tables_alone(spark, t
     write_segment(root, "__transaction_state-0", encode_batch(0, [None], keys=[txn_key("app")]))
     plan = plan_inputs(spark, [str(root)], Settings().ingest)
     store = TableStore(spark, str(tmp_path / "warehouse"))
-    assert ingest_internal_topics(spark, store, Settings(), plan, ["orders"]) == {}
+    segments = plan_segment_reads(spark, store, Settings(), plan.log_roots)
+    assert ingest_internal_topics(spark, store, Settings(), plan, segments, ["orders"]) == {}
     assert not store.exists("transaction_log") and not store.exists("offset_commits")

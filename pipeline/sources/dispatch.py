@@ -74,22 +74,27 @@ def read_partition_inputs(spark: SparkSession, plan: InputPlan, settings: Settin
     """
     if not plan.segment_roots and not plan.dump_files:
         return None
-    from pipeline.sources.partition_files.dump_forms import snapshots_from_dumplog, txn_index_from_dumplog
     from pipeline.sources.partition_files.reader import empty_partition_files, read_partition_files
 
     files = read_partition_files(spark, plan.log_roots.listings) if plan.segment_roots else empty_partition_files(spark)
+    dumped = dumped_partition_files(spark, plan, settings)
+    return replace(files, **{table: getattr(files, table).unionByName(rows) for table, rows in dumped.items()})
+
+
+def dumped_partition_files(spark: SparkSession, plan: InputPlan, settings: Settings) -> dict[str, DataFrame]:
+    """The `txn_index` and `producer_snapshots` rows of the `.txnindex` and `.snapshot` dumps among the dump text,
+    by table; nothing without dump text."""
     if not plan.dump_files:
-        return files
+        return {}
+    from pipeline.sources.partition_files.dump_forms import snapshots_from_dumplog, txn_index_from_dumplog
+
     skip = settings.ingest.skip_dir_suffixes
-    dumped_index = in_cluster(txn_index_from_dumplog(read_dumplog_txn_index(spark, plan.dump_files, skip)), settings)
-    dumped_snapshots = in_cluster(
-        snapshots_from_dumplog(read_dumplog_snapshots(spark, plan.dump_files, skip)), settings
-    )
-    return replace(
-        files,
-        txn_index=files.txn_index.unionByName(dumped_index),
-        producer_snapshots=files.producer_snapshots.unionByName(dumped_snapshots),
-    )
+    return {
+        "txn_index": in_cluster(txn_index_from_dumplog(read_dumplog_txn_index(spark, plan.dump_files, skip)), settings),
+        "producer_snapshots": in_cluster(
+            snapshots_from_dumplog(read_dumplog_snapshots(spark, plan.dump_files, skip)), settings
+        ),
+    }
 
 
 @dataclass
@@ -101,15 +106,21 @@ class InternalTopicInputs:
     offset_commit_records: DataFrame
 
 
-def read_internal_topic_inputs(spark: SparkSession, plan: InputPlan, settings: Settings) -> InternalTopicInputs | None:
+def read_internal_topic_inputs(
+    spark: SparkSession, plan: InputPlan, settings: Settings, segments: list[SegmentFile] | None = None
+) -> InternalTopicInputs | None:
     """The `__transaction_state` records and transactional `__consumer_offsets` records of the log-dir and dump
-    inputs, or None when there are neither; columnar exports of `batches` hold no records."""
+    inputs, or None when there are neither; columnar exports of `batches` hold no records.
+
+    `segments`, when given, are the `.log` files of the log-dir inputs to decode (all of them by default).
+    """
     transaction_logs: list[ArrowPass] = []
     offset_commit_records: list[DataFrame] = []
     if plan.segment_roots:
         from pipeline.sources.internal_topics import internal_topic_passes
 
-        transaction_log, records = internal_topic_passes(spark, plan.log_roots.segments, settings)
+        to_decode = plan.log_roots.segments if segments is None else segments
+        transaction_log, records = internal_topic_passes(spark, to_decode, settings)
         transaction_logs.append(transaction_log or ArrowPass.of(spark.createDataFrame([], TRANSACTION_LOG)))
         offset_commit_records.append(records.frame() if records else spark.createDataFrame([], OFFSET_COMMITS))
     if plan.dump_files:

@@ -1,6 +1,7 @@
-"""The data files of `batches` by the segment file their rows were decoded from, read from the Delta log.
+"""The data files of `batches` (or `transaction_log`) by the segment file their rows were decoded from, read from
+the Delta log.
 
-`batches` is written one Parquet file per segment file (`file_by="source_file"`), so a file whose `source_file`
+Both tables are written one Parquet file per segment file (`file_by="source_file"`), so a file whose `source_file`
 statistics have equal minimum and maximum holds the rows of that one segment. An incremental ingest keeps the files
 of the segments it skips where they are, and counts their rows from the log, instead of reading those rows and
 writing them again. A file holding several segments, or without the statistics (a table written otherwise), gives

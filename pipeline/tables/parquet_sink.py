@@ -12,7 +12,9 @@ the commit cannot tell who wrote them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import date
 from functools import partial
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -199,6 +202,55 @@ def stage_pass(
         arrow_pass.function,
     )
     return [(row.path, row.rows) for row in df.mapInArrow(shipped(df.sparkSession, write), WRITTEN_FILES).collect()]
+
+
+def stage_tables(
+    rows: DataFrame,
+    function: Callable[[Iterator[pa.RecordBatch]], Iterator[tuple[str, pa.RecordBatch]]],
+    tables: dict[str, StagedTable],
+) -> list[tuple[str, int]]:
+    """Write the rows of several tables into their staging folders from one pass over `rows`: `function` runs on
+    the executors and names the table of each record batch it makes. One Spark job instead of one per table, for
+    inputs that decode into several small tables (the files beside the segments). Returns each file's path and rows.
+    """
+    timezone = rows.sparkSession.conf.get("spark.sql.session.timeZone")
+    sinks = {
+        name: (table.folder, to_arrow_schema(table.schema, timezone=timezone), table.partition_by)
+        for name, table in tables.items()
+    }
+    write = shipped(rows.sparkSession, partial(_write_tables, sinks, function))
+    return [(row.path, row.rows) for row in rows.mapInArrow(write, WRITTEN_FILES).collect()]
+
+
+@dataclass(frozen=True)
+class StagedTable:
+    """Where `stage_tables` writes one table's rows: its staging folder, schema and partition columns."""
+
+    folder: str
+    schema: T.StructType
+    partition_by: list[str]
+
+
+def _write_tables(
+    sinks: dict[str, tuple[str, pa.Schema, list[str]]],
+    function: Callable[[Iterator[pa.RecordBatch]], Iterator[tuple[str, pa.RecordBatch]]],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Executor side of `stage_tables`: one task's rows into the files of their tables, then a `WRITTEN_FILES` row
+    per file."""
+    with ExitStack() as stack:
+        opened = {
+            name: (stack.enter_context(PartitionedParquetSink(folder, schema, partition_by)), schema)
+            for name, (folder, schema, partition_by) in sinks.items()
+        }
+        for name, batch in function(batches):
+            sink, schema = opened[name]
+            sink.write(pa.Table.from_arrays(batch.columns, schema=schema))
+    written = [file for sink, _ in opened.values() for file in sink.written]
+    yield pa.RecordBatch.from_pydict(
+        {"path": [path for path, _ in written], "rows": [rows for _, rows in written]},
+        schema=to_arrow_schema(WRITTEN_FILES),
+    )
 
 
 def _write_files(

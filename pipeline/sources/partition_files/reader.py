@@ -10,12 +10,12 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import astuple, dataclass
-from functools import partial, reduce
+from functools import partial
 from itertools import islice
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -97,115 +97,127 @@ class PartitionFiles:
     file_problems: DataFrame
 
 
-_Decoder = Callable[[FileDescriptor, pa.Schema], Iterator[pa.RecordBatch]]
+TABLE_SCHEMAS = {
+    "txn_index": TXN_INDEX,
+    "producer_snapshots": PRODUCER_SNAPSHOTS,
+    "leader_epochs": LEADER_EPOCHS,
+    "checkpoints": CHECKPOINTS,
+    "partition_metadata": PARTITION_METADATA,
+    "file_problems": FILE_PROBLEMS,
+}
+# The kinds of file whose rows go to each table (file_problems also gets the naming problems of the listing).
+TABLE_KINDS = {
+    "txn_index": (TXN_INDEX_SUFFIX,),
+    "producer_snapshots": (SNAPSHOT_SUFFIX,),
+    "leader_epochs": (LEADER_EPOCH_CHECKPOINT,),
+    "checkpoints": CHECKPOINT_KINDS,
+    "partition_metadata": (PARTITION_METADATA_FILE,),
+    "file_problems": (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE),
+}
+TableBatch = tuple[str, pa.RecordBatch]  # a table's name and some of its rows
+
+
+@dataclass(frozen=True)
+class PartitionFilePass:
+    """The files beside the segments as descriptors, the executor function that decodes them into the rows of
+    every table (`decode_files`), and the naming problems the listing gave (FILE_PROBLEMS rows)."""
+
+    descriptors: DataFrame
+    decode: Callable[[Iterator[pa.RecordBatch]], Iterator[TableBatch]]
+    naming_problems: list[dict[str, Any]]
 
 
 def empty_partition_files(spark: SparkSession) -> PartitionFiles:
     """The tables of inputs without log directories: no rows in any of them."""
-    schemas = {
-        "txn_index": TXN_INDEX,
-        "producer_snapshots": PRODUCER_SNAPSHOTS,
-        "leader_epochs": LEADER_EPOCHS,
-        "checkpoints": CHECKPOINTS,
-        "partition_metadata": PARTITION_METADATA,
-        "file_problems": FILE_PROBLEMS,
-    }
-    return PartitionFiles(**{table: spark.createDataFrame([], schema) for table, schema in schemas.items()})
+    return PartitionFiles(**{table: spark.createDataFrame([], schema) for table, schema in TABLE_SCHEMAS.items()})
 
 
-def read_partition_files(spark: SparkSession, listings: list[RootListing]) -> PartitionFiles:
+def partition_file_pass(spark: SparkSession, listings: list[RootListing]) -> PartitionFilePass:
     """Every `.txnindex`, `.snapshot`, `.index`/`.timeindex`, leader-epoch checkpoint, `partition.metadata` and
-    log-dir offset checkpoint of the listed roots, decoded on the executors into their tables.
+    log-dir offset checkpoint of the listed roots as one pass: a task decodes each of its files once into the rows
+    of whichever tables the file feeds.
 
     `file_problems` gathers what the reader saw, by kind: file names (from the listing), index entries that do
     not fit their segment, and the malformed leader-epoch checkpoints and `partition.metadata` files of the other
     tables. A missing file just contributes no rows.
     """
     discovery = discover_partition_files(listings)
-    by_kind: dict[str, list[FileDescriptor]] = {}
-    for file in discovery.files:
-        by_kind.setdefault(file.kind, []).append(file)
-    log.info(
-        "decoding %d files (%d bytes) beside the segments",
-        len(discovery.files),
-        sum(file.size for file in discovery.files),
-    )
-
-    def decoded(kinds: tuple[str, ...], decode: _Decoder, schema: T.StructType) -> DataFrame:
-        files = [file for kind in kinds for file in by_kind.get(kind, [])]
-        if not files:
-            return spark.createDataFrame([], schema)
-        # createDataFrame spreads the descriptors over the default parallelism. The files are small, so a task
-        # costs more than reading one: fewer tasks for fewer files, merged without a shuffle.
-        descriptors = spark.createDataFrame([astuple(file) for file in files], FILE_DESCRIPTOR)
-        descriptors = descriptors.coalesce(math.ceil(len(files) / FILES_PER_TASK))
-        return descriptors.mapInArrow(shipped(spark, partial(decode_files, decode, to_arrow_schema(schema))), schema)
-
-    leader_epochs = decoded((LEADER_EPOCH_CHECKPOINT,), partial(_all_at_once, leader_epoch_rows), LEADER_EPOCHS)
-    partition_metadata = decoded(
-        (PARTITION_METADATA_FILE,), partial(_all_at_once, partition_metadata_rows), PARTITION_METADATA
-    )
-    producer_snapshots = decoded((SNAPSHOT_SUFFIX,), snapshot_batches_of, PRODUCER_SNAPSHOTS)
-    naming = spark.createDataFrame(
-        [tuple(row[name] for name in FILE_PROBLEMS.fieldNames()) for row in discovery.naming_problems], FILE_PROBLEMS
-    )
-    file_problems = reduce(
-        DataFrame.unionByName,
-        [
-            naming,
-            decoded((OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX), index_problem_batches, FILE_PROBLEMS),
-            _table_problems(
-                leader_epochs.where(F.col("problem").isNotNull()),
-                PROBLEM_LEADER_EPOCH_CHECKPOINT,
-                F.format_string(f"{LEADER_EPOCH_CHECKPOINT}: %s", "problem"),
-            ),
-            _table_problems(
-                partition_metadata.where(F.col("problem").isNotNull()),
-                PROBLEM_PARTITION_METADATA,
-                F.format_string(f"{PARTITION_METADATA_FILE}: %s", "problem"),
-            ),
-        ],
-    )
-    return PartitionFiles(
-        txn_index=decoded((TXN_INDEX_SUFFIX,), txn_index_batches_of, TXN_INDEX),
-        producer_snapshots=producer_snapshots,
-        leader_epochs=leader_epochs,
-        checkpoints=decoded(CHECKPOINT_KINDS, partial(_all_at_once, checkpoint_rows), CHECKPOINTS),
-        partition_metadata=partition_metadata,
-        file_problems=file_problems,
-    )
+    files = discovery.files
+    log.info("decoding %d files (%d bytes) beside the segments", len(files), sum(file.size for file in files))
+    # createDataFrame spreads the descriptors over the default parallelism. The files are small, so a task costs
+    # more than reading one: fewer tasks for fewer files, merged without a shuffle.
+    descriptors = spark.createDataFrame([astuple(file) for file in files], FILE_DESCRIPTOR)
+    descriptors = descriptors.coalesce(max(1, math.ceil(len(files) / FILES_PER_TASK)))
+    arrow_schemas = {table: to_arrow_schema(schema) for table, schema in TABLE_SCHEMAS.items()}
+    decode = shipped(spark, partial(decode_files, arrow_schemas))
+    return PartitionFilePass(descriptors, decode, discovery.naming_problems)
 
 
-def _table_problems(problem_rows: DataFrame, kind: str, message: Column) -> DataFrame:
-    """FILE_PROBLEMS rows for problem rows of another table (format_string types `message` non-nullable)."""
-    return problem_rows.select(
-        F.lit(kind).alias("kind"),
-        "topic",
-        "partition",
-        "source_file",
-        F.lit(None).cast(T.LongType()).alias("position"),
-        message.alias("message"),
-        "broker_id",
-        "cluster_id",
-    )
+def read_partition_files(spark: SparkSession, listings: list[RootListing]) -> PartitionFiles:
+    """The tables of `partition_file_pass` as DataFrames, each decoding only the files of its kinds."""
+    files = partition_file_pass(spark, listings)
+    frames = {}
+    for table, schema in TABLE_SCHEMAS.items():
+        of_kinds = files.descriptors.where(F.col("kind").isin(*TABLE_KINDS[table]))
+        rows = of_kinds.mapInArrow(partial(_rows_of, table, files.decode), schema)
+        if table == "file_problems":
+            naming = [tuple(row[name] for name in schema.fieldNames()) for row in files.naming_problems]
+            rows = spark.createDataFrame(naming, schema).unionByName(rows)
+        frames[table] = rows
+    return PartitionFiles(**frames)
 
 
-def decode_files(
-    decode: _Decoder, arrow_schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+def _rows_of(
+    table: str, decode: Callable[[Iterator[pa.RecordBatch]], Iterator[TableBatch]], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: file descriptors in, the record batches `decode` makes of each file out."""
+    """The batches of one table among those `decode` makes."""
+    return (rows for name, rows in decode(batches) if name == table)
+
+
+def decode_files(arrow_schemas: dict[str, pa.Schema], batches: Iterator[pa.RecordBatch]) -> Iterator[TableBatch]:
+    """Executor side: file descriptors in, the record batches of each file's tables out."""
     for batch in batches:
         for descriptor in batch.to_pylist():
-            yield from decode(FileDescriptor(**descriptor), arrow_schema)
+            yield from decode_file(FileDescriptor(**descriptor), arrow_schemas)
 
 
-def _all_at_once(
-    rows_of: Callable[[FileDescriptor], list[dict[str, Any]]], file: FileDescriptor, arrow_schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
+def decode_file(file: FileDescriptor, arrow_schemas: dict[str, pa.Schema]) -> Iterator[TableBatch]:
+    """The rows one file gives, by table; the problems of a leader-epoch checkpoint or `partition.metadata` are
+    also `file_problems` rows."""
+    if file.kind == TXN_INDEX_SUFFIX:
+        yield from (("txn_index", rows) for rows in txn_index_batches_of(file, arrow_schemas["txn_index"]))
+    elif file.kind == SNAPSHOT_SUFFIX:
+        snapshots = snapshot_batches_of(file, arrow_schemas["producer_snapshots"])
+        yield from (("producer_snapshots", rows) for rows in snapshots)
+    elif file.kind in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        yield from (("file_problems", rows) for rows in index_problem_batches(file, arrow_schemas["file_problems"]))
+    elif file.kind in CHECKPOINT_KINDS:
+        yield from _in_one_batch("checkpoints", checkpoint_rows(file), arrow_schemas)
+    elif file.kind in _TEXT_FILE_TABLES:
+        table, rows_of, problem_kind = _TEXT_FILE_TABLES[file.kind]
+        rows = rows_of(file)
+        yield from _in_one_batch(table, rows, arrow_schemas)
+        problems = [
+            problem_row(
+                problem_kind,
+                row["topic"],
+                row["partition"],
+                row["source_file"],
+                None,
+                f"{file.kind}: {row['problem']}",
+                row["broker_id"],
+                row["cluster_id"],
+            )
+            for row in rows
+            if row["problem"] is not None
+        ]
+        yield from _in_one_batch("file_problems", problems, arrow_schemas)
+
+
+def _in_one_batch(table: str, rows: list[dict[str, Any]], arrow_schemas: dict[str, pa.Schema]) -> Iterator[TableBatch]:
     """The rows of a text file, bounded by TEXT_FILE_MAX_BYTES, in one record batch."""
-    rows = rows_of(file)
     if rows:
-        yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+        yield table, pa.RecordBatch.from_pylist(rows, schema=arrow_schemas[table])
 
 
 class FileTooLarge(OSError):
@@ -394,3 +406,10 @@ def index_problem_batches(file: FileDescriptor, arrow_schema: pa.Schema) -> Iter
     except OSError as exc:
         log.warning("cannot check %s: %s", file.location, exc)
         yield from batches([IndexProblem(0, f"cannot read the index or its segment: {exc}")])
+
+
+# The text files of a partition dir: their table, their rows, and the file_problems kind of a malformed one.
+_TEXT_FILE_TABLES = {
+    LEADER_EPOCH_CHECKPOINT: ("leader_epochs", leader_epoch_rows, PROBLEM_LEADER_EPOCH_CHECKPOINT),
+    PARTITION_METADATA_FILE: ("partition_metadata", partition_metadata_rows, PROBLEM_PARTITION_METADATA),
+}
