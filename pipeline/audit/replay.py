@@ -38,6 +38,9 @@ TP = ["cluster_id", "topic", "partition"]
 TP_PID = [*TP, "producer_id"]
 PRODUCER = [*TP_PID, "is_producer_row"]  # the rows of one producer's state
 REPLICA = [*TP, "broker_id"]
+# What `replica_facts` says of a whole replica: the replay reads them, but does not keep them on every row, where
+# appending to the replica would make the rows written before stale.
+REPLICA_FACTS = ["first_segment_base_offset", "last_segment_base_offset", "partition_max_timestamp"]
 
 
 def topic_matches(patterns: list[str]) -> Column:
@@ -132,7 +135,7 @@ def replay_input(batches: DataFrame, settings: AuditSettings, transaction_log: D
             "is_data": ~F.col("is_control"),
             "is_marker": F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT),
         }
-    )
+    ).drop(*REPLICA_FACTS)
 
 
 def _carries_producer_state() -> Column:

@@ -104,7 +104,7 @@ def open_transactions(
 ) -> DataFrame:
     """Open transactions with their reference time, whether they hang, and the checkpointed log start."""
     partition_facts = prepared.groupBy(*TP).agg(
-        F.max("partition_max_timestamp").alias("partition_max_timestamp"),
+        F.max("max_timestamp").alias("partition_max_timestamp"),
         F.max("is_compacted").alias("is_compacted"),
     )
     if checkpoint_log_starts is not None:
