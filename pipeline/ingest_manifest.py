@@ -267,8 +267,11 @@ def write_manifest(
         if segment.topic in topics:
             counts[plan.outcomes[segment.location]] += 1
     counts[REMOVED] = _removed(store, plan, topics)
-    if not plan.segments and not store.exists(TABLE):
+    exists = store.exists(TABLE)
+    if not plan.segments and not exists:
         return counts
+    if exists and not counts[REMOVED] and not any(segment.topic in topics for segment in plan.to_read):
+        return counts  # every row of the topics is a skipped segment's, which stays as it is: nothing to write
     kept = _rows_of(spark, store.read(TABLE, schema=INGEST_MANIFEST), plan.skipped)
     rows = kept.unionByName(_decoded_rows(spark, plan, ingested, run_id)).where(F.col("topic").isin(topics))
     store.overwrite_partitions(rows, TABLE, INGEST_MANIFEST_PARTITION_BY, {"topic": topics})
