@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from pipeline.tables.store import TableStore
 from schemas.batches import BATCHES
 from schemas.ingest_manifest import INGEST_MANIFEST
 from schemas.runs import RUNS
+from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_STATE_TOPIC
 
 BATCHES_PER_SEGMENT = 2
 RECORDS_PER_BATCH = 2
@@ -335,3 +337,62 @@ def test_entry_hashes_follow_the_first_and_last_entry_bytes(tmp_path):
 def test_full_flag_turns_incremental_ingest_off(command, argv, incremental):
     args = build_parser().parse_args([command, "--input", "logs", *argv])
     assert settings_for(args).ingest.incremental is incremental
+
+
+def transaction_state_bytes(base_offset: int, batches: int = BATCHES_PER_SEGMENT) -> bytes:
+    """`__transaction_state` batches of one record each, a tombstone of transactional id `app-<offset>`."""
+    return b"".join(
+        encode_batch(offset, [None], keys=[struct.pack(">h", 0) + struct.pack(">h", len(key)) + key])
+        for offset in range(base_offset, base_offset + batches)
+        for key in [b"app-%d" % offset]
+    )
+
+
+def test_transaction_log_keeps_the_files_of_skipped_segments(spark, tmp_path):
+    broker = tmp_path / "logs" / "broker-0"
+    broker.mkdir(parents=True)
+    (broker / "meta.properties").write_text("version=1\nnode.id=0\ncluster.id=c\n")
+    for partition_dir, base_offsets in {"__transaction_state-0": [0, 2], "__transaction_state-1": [0]}.items():
+        (broker / partition_dir).mkdir()
+        for base_offset in base_offsets:
+            (broker / partition_dir / segment_file_name(base_offset)).write_bytes(transaction_state_bytes(base_offset))
+    store = TableStore(spark, str(tmp_path / "warehouse"))
+    location = store.path("transaction_log")
+    settings = Settings()
+
+    def ingest(run_id: str, given: Settings = settings, warehouse: TableStore = store) -> runner.StepResult:
+        return runner.ingest(spark, warehouse, given, run_id, [str(tmp_path / "logs")])
+
+    def fresh_decode(name: str) -> set[tuple]:
+        fresh = TableStore(spark, str(tmp_path / name))
+        ingest("fresh", Settings(ingest=IngestSettings(incremental=False)), fresh)
+        return rows(fresh.read("transaction_log", schema=TRANSACTION_LOG))
+
+    assert ingest("run-1").counts["transaction_log.partitions"] == 2
+    first = files_by_source(location, [TRANSACTION_STATE_TOPIC])
+    assert len(first) == 3
+
+    # The broker appends to one active segment: the files of the other segments stay, the grown one keeps its file
+    # and gets one more, and the table holds what a full decode gives.
+    grown = str(broker / "__transaction_state-0" / segment_file_name(2))
+    with open(grown, "ab") as active_segment:
+        active_segment.write(transaction_state_bytes(4, batches=1))
+    result = ingest("run-2")
+    assert segment_counts(result) == outcomes(appended=1, skipped=2)
+    assert result.counts["transaction_log"] == 2 * BATCHES_PER_SEGMENT + BATCHES_PER_SEGMENT + 1
+    assert result.counts["transaction_log.partitions"] == 2
+    latest = files_by_source(location, [TRANSACTION_STATE_TOPIC])
+    assert {name: files for name, files in latest.items() if name != grown} == {
+        name: files for name, files in first.items() if name != grown
+    }
+    assert set(first[grown].paths) < set(latest[grown].paths) and latest[grown].rows == BATCHES_PER_SEGMENT + 1
+    assert rows(store.read("transaction_log", schema=TRANSACTION_LOG)) == fresh_decode("full-1")
+
+    # A table whose files do not say which segment they hold is decoded whole, into one file per segment again.
+    table = store.read("transaction_log", schema=TRANSACTION_LOG)
+    store.overwrite_partitions(table.coalesce(1), "transaction_log", ["topic"], {"topic": [TRANSACTION_STATE_TOPIC]})
+    assert files_by_source(location, [TRANSACTION_STATE_TOPIC]) is None
+    publish_as_a_run(spark, store, "edit")
+    assert segment_counts(ingest("run-3")) == outcomes(skipped=3)
+    assert set(files_by_source(location, [TRANSACTION_STATE_TOPIC])) == set(first)
+    assert rows(store.read("transaction_log", schema=TRANSACTION_LOG)) == fresh_decode("full-2")

@@ -1,16 +1,19 @@
 """The nightly incremental case: a root audited, about 5 % more batches appended in place, and the rerun on the same
-warehouse must leave the result tables a full run over the final root leaves (benchmarks/log_append.py builds the
-root as it stood before the append, and appends)."""
+warehouse must leave the result tables, and the tables it ingested, a full run over the final root leaves
+(benchmarks/log_append.py builds the root as it stood before the append, and appends)."""
 
 from __future__ import annotations
 
 import filecmp
+import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
 from pipeline.sources.kafka_format.windows import decode_segment
@@ -20,6 +23,18 @@ from tests import benchmark_modules
 REPO = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "produce-audit"
 SHARE = 0.05
+# The tables an ingest writes from the segments and the files beside them (not the manifest, which describes
+# each segment's decode, nor `offset_commits`, which the generator does not fill).
+INGEST_TABLES = (
+    "batches",
+    "transaction_log",
+    "txn_index",
+    "producer_snapshots",
+    "leader_epochs",
+    "file_problems",
+    "checkpoints",
+    "partition_metadata",
+)
 SEGMENTS_LINE = re.compile(r"segments: (?P<new>\d+) new, .* (?P<skipped>\d+) skipped, (?P<removed>\d+) removed")
 
 
@@ -92,6 +107,7 @@ def test_nightly_rerun_after_an_append_gives_a_full_runs_tables(final_root, tmp_
     nightly, full = tmp_path / "wh-nightly", tmp_path / "wh-full"
     log_append.withhold(final_root, root, SHARE)
     finished(start_run(root, nightly, conf, tmp_path / "first.err"), tmp_path / "first.err")
+    first_files = set(DeltaTable(str(nightly / "transaction_log")).file_uris())
     log_append.append(root, final_root)
 
     rerun = start_run(root, nightly, conf, tmp_path / "rerun.err")  # the two runs at once: one test, two cores
@@ -103,3 +119,20 @@ def test_nightly_rerun_after_an_append_gives_a_full_runs_tables(final_root, tmp_
     assert outcomes["skipped"] > 0 and outcomes["new"] > 0, rerun_log  # the incremental ingest, not a full one
     assert outcomes["removed"] == 0
     assert log_append.differing_rows(nightly, full) == {}
+    assert {table: differing for table in INGEST_TABLES if (differing := differing_rows(nightly, full, table))} == {}
+    # The unchanged `__transaction_state` segments kept their transaction_log files; the grown ones got new ones.
+    files = set(DeltaTable(str(nightly / "transaction_log")).file_uris())
+    assert files & first_files and files - first_files
+
+
+def differing_rows(warehouse: Path, other: Path, table: str) -> tuple[int, int] | None:
+    """(rows only in `warehouse`, rows only in `other`) of an ingest table, counted with repeats; None when equal."""
+    rows, other_rows = (
+        Counter(
+            json.dumps(row, sort_keys=True, default=str)
+            for row in DeltaTable(str(at / table)).to_pyarrow_table().to_pylist()
+        )
+        for at in (warehouse, other)
+    )
+    only, other_only = rows - other_rows, other_rows - rows
+    return (only.total(), other_only.total()) if only or other_only else None

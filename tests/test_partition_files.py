@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 from crc32c import crc32c
+from pyspark.sql import functions as F
 
 from pipeline.config import Settings
+from pipeline.ingest import ingest_partition_files
 from pipeline.samples import generate
 from pipeline.sources.dumplog.reader import read_dumplog_snapshots, read_dumplog_txn_index
+from pipeline.sources.input_plan import plan_inputs
 from pipeline.sources.kafka_format.encoding import encode_batch, encode_txnindex_entry, segment_file_name
 from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.log_roots import discover_segments
@@ -25,12 +28,13 @@ from pipeline.sources.partition_files.index_checks import (
     check_offset_index,
     check_time_index,
 )
-from pipeline.sources.partition_files.reader import read_partition_files
+from pipeline.sources.partition_files.reader import TABLE_SCHEMAS, read_partition_files
 from pipeline.sources.partition_files.text_files import (
     decode_leader_epoch_checkpoint,
     decode_offset_checkpoint,
     decode_partition_metadata,
 )
+from pipeline.tables.store import TableStore
 from schemas.checkpoints import CHECKPOINTS, LOG_START_OFFSET, RECOVERY_POINT, REPLICATION_OFFSET
 from schemas.file_problems import (
     FILE_PROBLEMS,
@@ -525,6 +529,26 @@ def test_read_partition_files_over_the_sample(spark, sample_root):
     snapshot_status = {(row.topic, row.partition): row.file_status for row in tables.producer_snapshots.collect()}
     assert snapshot_status[("orders", 1)] == "crc_mismatch"
     assert snapshot_status[("payments.audit-log", 2)] == "unreadable"
+
+
+def test_ingest_writes_the_six_tables_in_one_spark_job(spark, sample_root, tmp_path):
+    """The ingest decodes every file once, in one job, into all six tables, and keeps the rows of its topics: those
+    the reader's DataFrames give."""
+    plan = plan_inputs(spark, [str(sample_root)], Settings().ingest)
+    store = TableStore(spark, str(tmp_path / "warehouse"))
+    topics = ["orders", "payments"]  # not `payments.audit-log`, whose snapshots and problems stay out
+    context = spark.sparkContext
+    context.setJobGroup("partition-files", "the files beside the segments")
+    try:
+        counts = ingest_partition_files(spark, store, Settings(), plan, topics)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert len(context.statusTracker().getJobIdsForGroup("partition-files")) == 1
+    frames = read_partition_files(spark, plan.log_roots.listings)
+    for table, schema in TABLE_SCHEMAS.items():
+        expected = {tuple(row) for row in getattr(frames, table).where(F.col("topic").isin(topics)).collect()}
+        assert {tuple(row) for row in store.read(table, schema=schema).collect()} == expected, table
+        assert counts[table] == len(expected) > 0, table
 
 
 @pytest.mark.realdata
