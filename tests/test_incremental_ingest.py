@@ -121,9 +121,11 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     # The same log dir again, without the other one: nothing changed, nothing is decoded, and the segments' files
     # stay in the table as they were.
     files_before = files_by_source(store.path("batches"), ["orders"])
+    manifest_version = store.version("ingest_manifest")
     assert ingest("run-2", [orders]) == outcomes(skipped=5)
     assert topic_rows(store, "batches", BATCHES, "orders") == first
     assert files_by_source(store.path("batches"), ["orders"]) == files_before
+    assert store.version("ingest_manifest") == manifest_version  # the same rows: not written again
     assert set(run_ids().values()) == {"run-1"}
 
     # The broker appends to the active segment, an older segment is rewritten in place with the same size and
