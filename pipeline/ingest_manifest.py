@@ -61,9 +61,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.arrow_pass import ArrowPass
 from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_by_source import SourceFiles, files_by_source
+from pipeline.tables.parquet_sink import stage_pass
 from pipeline.tables.snapshot_files import read_files
 from pipeline.tables.store import TableStore
 from schemas.batches import BATCHES, STATUS_LEGACY, STATUS_OK, STATUS_UNREADABLE
@@ -274,7 +276,10 @@ def write_manifest(
         return counts  # every row of the topics is a skipped segment's, which stays as it is: nothing to write
     kept = _rows_of(spark, store.read(TABLE, schema=INGEST_MANIFEST), plan.skipped)
     rows = kept.unionByName(_decoded_rows(spark, plan, ingested, run_id)).where(F.col("topic").isin(topics))
-    store.overwrite_partitions(rows, TABLE, INGEST_MANIFEST_PARTITION_BY, {"topic": topics})
+    # Written by the tasks and committed by delta-rs, like `batches`: a Delta writer's own jobs cost more than
+    # making the rows (one per segment).
+    with store.staged_partitions(TABLE, INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY, {"topic": topics}) as folder:
+        stage_pass(ArrowPass.of(rows), folder, INGEST_MANIFEST_PARTITION_BY)
     return counts
 
 
