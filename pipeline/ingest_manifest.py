@@ -24,7 +24,8 @@ log-dir inputs into one outcome:
 
 The listing comparison runs on the driver. The hashes of the segments whose listing matches are recomputed on
 the executors in one small job (two reads of `HASHED_BYTES` per file, from the positions the manifest
-recorded), which also counts their rows in `batches`; no driver loop opens thousands of object-store files.
+recorded), and compared on the driver with the recorded ones and with their rows in `batches` (from the Delta log,
+or one more job when it cannot say); no driver loop opens thousands of object-store files.
 A rewrite that keeps size, modification time and both end entries (an edit in the middle of a file followed by
 resetting its modification time) goes unnoticed; `--full` re-reads everything.
 
@@ -86,13 +87,10 @@ _HASH_FIELDS = [
     T.StructField("first_batch_hash", T.StringType(), True),
     T.StructField("last_batch_hash", T.StringType(), True),
 ]
-_CANDIDATES = T.StructType(
+_POSITIONS = T.StructType(
     [
         T.StructField("location", T.StringType(), False),
         T.StructField("last_batch_position", T.LongType(), True),
-        T.StructField("recorded_first_hash", T.StringType(), False),
-        T.StructField("recorded_last_hash", T.StringType(), False),
-        T.StructField("rows_ingested", T.LongType(), False),
     ]
 )
 _DECODED_FILES = T.StructType(
@@ -109,7 +107,6 @@ _DECODED_FILES = T.StructType(
     ]
 )
 _LOCATIONS = T.StructType([T.StructField("location", T.StringType(), False)])
-_HELD = T.StructType([*_LOCATIONS.fields, T.StructField("rows_held", T.LongType(), False)])
 NO_FILES = SourceFiles((), 0)
 # The manifest columns the driver compares with the listing.
 _RECORDED = (
@@ -339,41 +336,30 @@ def _unchanged_on_disk(
     sources: dict[str, SourceFiles] | None,
 ) -> set[str]:
     """The candidates whose end entries hash as recorded and whose rows `batches` still holds, all of them (counted
-    from the Delta log when it says which segment each file holds, `sources`, and by a Spark job otherwise)."""
-    described = spark.createDataFrame(
-        [
-            (
-                segment.location,
-                recorded[segment.location]["last_batch_position"],
-                recorded[segment.location]["first_batch_hash"],
-                recorded[segment.location]["last_batch_hash"],
-                recorded[segment.location]["rows_ingested"],
-            )
-            for segment in candidates
-        ],
-        _CANDIDATES,
-    )
+    from the Delta log when it says which segment each file holds, `sources`, and by a Spark job otherwise).
+
+    The executors hash, the driver compares: one job without a join, whose answer is a row per candidate."""
+    positions = [(segment.location, recorded[segment.location]["last_batch_position"]) for segment in candidates]
+    hashed = _with_entry_hashes(spark.createDataFrame(positions, _POSITIONS)).collect()
+    hashes = {row.location: (row.first_batch_hash, row.last_batch_hash) for row in hashed}
     if sources is None:
-        held = (
-            store.read("batches", schema=BATCHES)
+        held = {
+            row.location: row.rows_held
+            for row in store.read("batches", schema=BATCHES)
             .where(F.col("topic").isin(sorted({segment.topic for segment in candidates})))
             .groupBy(F.col("source_file").alias("location"))
             .agg(F.count(F.lit(1)).alias("rows_held"))
-        )
+            .collect()
+        }
     else:
-        counted = [(segment.location, sources.get(segment.location, NO_FILES).rows) for segment in candidates]
-        held = spark.createDataFrame(counted, _HELD)
-    unchanged = (
-        _with_entry_hashes(described)
-        .join(held, "location", "left")
-        .where(
-            (F.col("first_batch_hash") == F.col("recorded_first_hash"))
-            & (F.col("last_batch_hash") == F.col("recorded_last_hash"))
-            & (F.coalesce(F.col("rows_held"), F.lit(0)) == F.col("rows_ingested"))
-        )
-        .select("location")
-    )
-    return {row.location for row in unchanged.collect()}
+        held = {segment.location: sources.get(segment.location, NO_FILES).rows for segment in candidates}
+    return {
+        segment.location
+        for segment in candidates
+        if hashes[segment.location]
+        == (recorded[segment.location]["first_batch_hash"], recorded[segment.location]["last_batch_hash"])
+        and held.get(segment.location, 0) == recorded[segment.location]["rows_ingested"]
+    }
 
 
 def _rows_of(spark: SparkSession, table: DataFrame, segments: list[SegmentFile]) -> DataFrame:
