@@ -187,9 +187,9 @@ def ingest_partition_files(
     audit). Columnar inputs carry no such files.
 
     The files are small (a few MB for thousands of partitions), so what costs is the Spark jobs and the commits:
-    one job decodes every file into the staging folders of all six tables (`stage_tables`), and delta-rs commits
-    them, where a write per table took a job or more each plus delta-spark's own (plus one per table that dump
-    text feeds).
+    one job decodes every file into the staging folders of all six tables (`stage_tables`; dump text adds one per
+    table it feeds), and delta-rs commits them, where a write per table took a job or more each plus a Delta
+    writer's own.
     """
     if not plan.segment_roots and not plan.dump_files:
         return {}
