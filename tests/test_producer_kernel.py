@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -15,7 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit import producer_arrow, task_rows
 from pipeline.audit.replay import replay, replay_input
-from pipeline.audit.replay_task import replay_rows
+from pipeline.audit.replay_task import ReplayEnds, replay_rows
 from pipeline.config import AuditSettings, Settings
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources.input_plan import plan_inputs
@@ -98,3 +99,76 @@ def test_the_task_order_and_any_cut_of_it_change_nothing(spark, generated, monke
     for chunk in (1, 7, 500):
         monkeypatch.setattr(task_rows, "CHUNK_ROWS", chunk)
         assert replayed(shuffled, 13).equals(whole)
+
+
+def test_a_replay_of_appended_rows_goes_on_from_where_the_earlier_rows_left_it(spark, generated, monkeypatch):
+    """Each replica's rows cut in two in file order: the replay of the later part from the ends the replay of the
+    earlier part left gives the later rows exactly what one replay of all the rows gives them, and the earlier
+    part's rows differ from it only where a row's state depends on later rows (the next entry of the last one,
+    the transaction version concluded over a producer's rows)."""
+    settings = AuditSettings(compacted_topics=["*-changelog"])
+    batches = read_inputs(spark, plan_inputs(spark, [str(generated)], Settings().ingest), Settings())
+    rows_df = replay_input(batches, settings)
+    rows = rows_df.toArrow()
+    schema = to_arrow_schema(
+        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
+    )
+    key = [(name, "ascending") for name in LOCATION]
+
+    def replayed(part: pa.Table, **ends) -> pa.Table:
+        out = replay_rows(
+            iter(part.to_batches(max_chunksize=101)), expiration_ms=86_400_000, version_mode=0, schema=schema, **ends
+        )
+        return pa.Table.from_batches(list(out), schema=schema).sort_by(key)
+
+    monkeypatch.setattr(task_rows, "CHUNK_ROWS", 7)  # groups and replicas end and go on across chunks
+    earlier_part = _earlier_rows(rows)
+    assert 0 < pc.sum(earlier_part).as_py() < rows.num_rows
+    whole = replayed(rows)
+    left = ReplayEnds()
+    first = replayed(rows.filter(earlier_part), ends=left)
+    later = replayed(rows.filter(pc.invert(earlier_part)), earlier=left)
+    assert later.num_rows > 1000 and len(left.producers.carries) > 100
+    in_later = pc.is_in(_locations(whole), value_set=_locations(later))
+    assert later.equals(whole.filter(in_later))
+    expected = whole.filter(pc.invert(in_later))
+    for name in ("next_entry_segment_base_offset", "transaction_version"):
+        differ = pc.fill_null(pc.not_equal(first[name], expected[name]), True)
+        differ = pc.and_(differ, pc.invert(pc.and_(pc.is_null(first[name]), pc.is_null(expected[name]))))
+        changed = first.filter(differ)
+        if name == "next_entry_segment_base_offset":  # only the last earlier row of a replica, which had none
+            assert changed.num_rows <= len(left.replicas) and changed[name].null_count == changed.num_rows
+        first = first.set_column(first.schema.get_field_index(name), name, expected[name])
+    assert first.equals(expected)
+
+
+def _earlier_rows(rows: pa.Table) -> pa.ChunkedArray:
+    """The first ~70 % of each replica's rows in file order, as appending would leave them: a replica whose later
+    producer rows do not all come after its earlier ones in offset order is left whole in the earlier part."""
+    replica = ["cluster_id", "topic", "partition", "broker_id"]
+    table = rows.select([*replica, "segment_base_offset", "position", "base_offset", "is_producer_row"])
+    table = table.append_column("_row", pa.array(np.arange(rows.num_rows)))
+    ordered = table.sort_by([(name, "ascending") for name in [*replica, "segment_base_offset", "position"]])
+    earlier = np.zeros(rows.num_rows, dtype=bool)
+    keys = ordered.select(replica).to_pylist()
+    rows_at = ordered["_row"].to_numpy()
+    offsets = pc.fill_null(ordered["base_offset"], -1).to_numpy()
+    producer = pc.fill_null(ordered["is_producer_row"], False).to_numpy(zero_copy_only=False)
+    start = 0
+    while start < len(keys):
+        end = start
+        while end < len(keys) and keys[end] == keys[start]:
+            end += 1
+        cut = start + int((end - start) * 0.7)
+        old, new = slice(start, cut), slice(cut, end)
+        appended = not producer[new].any() or not producer[old].any()
+        appended = appended or offsets[new][producer[new]].min() > offsets[old][producer[old]].max()
+        earlier[rows_at[start:cut] if appended else rows_at[start:end]] = True
+        start = end
+    return pa.chunked_array([earlier])
+
+
+def _locations(table: pa.Table) -> pa.Array:
+    return pc.binary_join_element_wise(
+        *(pc.cast(table[name], pa.string()) for name in LOCATION), pc.cast(table["source_file"], pa.string()), "|"
+    )

@@ -38,21 +38,35 @@ class FileOrderCarry:
     segment: int = NONE
 
 
-def with_file_order(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Every row once, in the order received, with FILE_ORDER_COLUMNS added."""
+def with_file_order(
+    batches: Iterator[pa.RecordBatch],
+    earlier: dict[tuple, FileOrderCarry] | None = None,
+    ends: dict[tuple, FileOrderCarry] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Every row once, in the order received, with FILE_ORDER_COLUMNS added.
+
+    A replica in `earlier` goes on from its carry there, as if its earlier rows had come first; every replica's
+    carry at its last row goes into `ends`.
+    """
     carry = FileOrderCarry()
     waiting = None  # a batch whose last row's next entry may be the next batch's first
     for batch in batches:
         if batch.num_rows == 0:
             continue
         if waiting is not None:
-            yield _with_columns(waiting, carry, batch)
+            yield _with_columns(waiting, carry, batch, earlier or {}, ends)
         waiting = batch
     if waiting is not None:
-        yield _with_columns(waiting, carry, None)
+        yield _with_columns(waiting, carry, None, earlier or {}, ends)
 
 
-def _with_columns(batch: pa.RecordBatch, carry: FileOrderCarry, following: pa.RecordBatch | None) -> pa.RecordBatch:
+def _with_columns(
+    batch: pa.RecordBatch,
+    carry: FileOrderCarry,
+    following: pa.RecordBatch | None,
+    earlier: dict[tuple, FileOrderCarry],
+    ends: dict[tuple, FileOrderCarry] | None,
+) -> pa.RecordBatch:
     rows = pa.Table.from_batches([batch])
     starts = group_starts(rows, REPLICA_KEY, carry.replica)
     status = rows.column("entry_status")
@@ -74,25 +88,38 @@ def _with_columns(batch: pa.RecordBatch, carry: FileOrderCarry, following: pa.Re
         "next_entry_segment_base_offset": _later(segment, starts),
     }
     columns["is_segment_first"][1:] |= segment[1:] != segment[:-1]
-    if not starts[0]:  # the batch goes on with the carried replica
-        continued = slice(0, bounds[1])
-        columns["previous_readable_last_offset"][0] = carry.readable_last_offset
-        for name, before in (
-            ("max_last_offset_before", carry.max_last_offset),
-            ("max_leader_epoch_before", carry.max_leader_epoch),
+    for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+        before = carry if start == 0 and not starts[0] else earlier.get(key_at(rows, start, REPLICA_KEY))
+        if before is None:
+            continue
+        continued = slice(start, end)
+        columns["previous_readable_last_offset"][start] = before.readable_last_offset
+        for name, value in (
+            ("max_last_offset_before", before.max_last_offset),
+            ("max_leader_epoch_before", before.max_leader_epoch),
         ):
-            np.maximum(columns[name][continued], before, out=columns[name][continued])
-        columns["readable_bytes_before"][continued] += carry.readable_bytes
-        columns["is_segment_first"][0] = segment[0] != carry.segment
+            np.maximum(columns[name][continued], value, out=columns[name][continued])
+        columns["readable_bytes_before"][continued] += before.readable_bytes
+        columns["is_segment_first"][start] = segment[start] != before.segment
     last = len(segment) - 1
     if following is not None and key_at(following, 0, REPLICA_KEY) == key_at(rows, last, REPLICA_KEY):
         columns["next_entry_segment_base_offset"][last] = following.column("segment_base_offset")[0].as_py()
-    carry.replica = key_at(rows, last, REPLICA_KEY)
-    carry.readable_last_offset = int(readable_last[last])
-    carry.max_last_offset = int(max(columns["max_last_offset_before"][last], readable_last[last]))
-    carry.max_leader_epoch = int(max(columns["max_leader_epoch_before"][last], v2_epoch[last]))
-    carry.readable_bytes = int(columns["readable_bytes_before"][last] + readable_size[last])
-    carry.segment = int(segment[last])
+
+    def carry_at(row: int, into: FileOrderCarry) -> FileOrderCarry:
+        """`into` as the replica of `row` leaves it after that row."""
+        into.replica = key_at(rows, row, REPLICA_KEY)
+        into.readable_last_offset = int(readable_last[row])
+        into.max_last_offset = int(max(columns["max_last_offset_before"][row], readable_last[row]))
+        into.max_leader_epoch = int(max(columns["max_leader_epoch_before"][row], v2_epoch[row]))
+        into.readable_bytes = int(columns["readable_bytes_before"][row] + readable_size[row])
+        into.segment = int(segment[row])
+        return into
+
+    if ends is not None:
+        for end in bounds[1:]:
+            ended = carry_at(end - 1, FileOrderCarry())
+            ends[ended.replica] = ended
+    carry_at(last, carry)
     for name, values in columns.items():
         mask = values == NONE if values.dtype == np.int64 else None
         rows = rows.append_column(name, pa.array(values, mask=mask).cast(_TYPES[name]))

@@ -70,27 +70,73 @@ def version_labels(version_mode: int) -> pa.Array:
     )
 
 
+class ProducerEnds:
+    """Each producer's carry where a walk left it (one CARRY_WIDTH row per GROUP_KEY): what a later walk of the
+    same producers' later rows goes on from, as if it had walked the earlier rows too."""
+
+    def __init__(self, carries: dict[tuple, np.ndarray] | None = None) -> None:
+        self.carries: dict[tuple, np.ndarray] = {} if carries is None else carries
+        self._index: dict[tuple, int] = {}
+        self._rows = np.zeros((1, K.CARRY_WIDTH), dtype=np.int64)
+
+    def resume(self, rows: pa.Table, starts: np.ndarray) -> np.ndarray:
+        """Per row: the number of the carry its group goes on from when it begins there (in `earlier()`), else -1."""
+        resume = np.full(len(starts), -1, dtype=np.int64)
+        if self.carries:
+            if len(self._index) != len(self.carries):
+                self._index = {key: number for number, key in enumerate(self.carries)}
+                self._rows = np.stack(list(self.carries.values()))
+            for row in np.flatnonzero(starts):
+                resume[row] = self._index.get(key_at(rows, int(row), GROUP_KEY), -1)
+        return resume
+
+    def earlier(self) -> np.ndarray:
+        return self._rows
+
+    def version(self, key: tuple, version_mode: int) -> int:
+        """The transaction version concluded from the group's rows up to its carry."""
+        return int(K.transaction_version(self.carries[key][: K.STATE_FIELDS], version_mode))
+
+
 def with_producer_state(
-    batches: Iterator[pa.RecordBatch], *, expiration_ms: int, version_mode: int, schema: pa.Schema
+    batches: Iterator[pa.RecordBatch],
+    *,
+    expiration_ms: int,
+    version_mode: int,
+    schema: pa.Schema,
+    earlier: ProducerEnds | None = None,
+    ends: ProducerEnds | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Every input row once, with the producer-state columns added."""
+    """Every input row once, with the producer-state columns added.
+
+    A producer in `earlier` goes on from its carry there; every producer's carry at its last row goes into
+    `ends`.
+    """
     carry = K.ProducerCarry()
     held = HeldRows(schema)
     labels = version_labels(version_mode)
+    earlier = earlier or ProducerEnds()
     previous = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
         rows = pa.Table.from_batches([batch])
         starts = group_starts(rows, GROUP_KEY, previous)
+        before = previous
         previous = key_at(rows, rows.num_rows - 1, GROUP_KEY)
-        longs, flags = producer_state(rows, starts, carry, expiration_ms, version_mode)
+        longs, flags, ended = producer_state(rows, starts, carry, expiration_ms, version_mode, earlier)
+        if ends is not None:
+            for row in ended:
+                ended_at = int(row[K.ENDED_ROW])
+                ends.carries[before if ended_at == 0 else key_at(rows, ended_at - 1, GROUP_KEY)] = row
         if carry.state[K.S_CARRIED_ENDED]:
             yield from held.release(_label(labels, int(carry.state[K.S_CARRIED_VERSION])))
         open_from = int(carry.state[K.S_OPEN_FROM])
         if open_from:
             yield from with_state(rows.slice(0, open_from), longs[:, :open_from], flags[:, :open_from], labels, schema)
         held.add(with_state(rows.slice(open_from), longs[:, open_from:], flags[:, open_from:], labels, schema))
+    if ends is not None and previous is not None:
+        ends.carries[previous] = carry.kept()
     yield from held.release(_label(labels, carry.final_version(version_mode)))
 
 
@@ -142,10 +188,17 @@ def _label(labels: pa.Array, code: int) -> pa.Scalar:
 
 
 def producer_state(
-    rows: pa.Table, starts: np.ndarray, carry: K.ProducerCarry, expiration_ms: int, version_mode: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's (int64 outputs, int8 flags) for rows in producer order, continuing from `carry`."""
-    return K.replay_producers(
+    rows: pa.Table,
+    starts: np.ndarray,
+    carry: K.ProducerCarry,
+    expiration_ms: int,
+    version_mode: int,
+    earlier: ProducerEnds,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel's (int64 outputs, int8 flags) for rows in producer order, continuing from `carry` (and a group
+    from its carry in `earlier`), and the carries of the groups that ended among them."""
+    ended = np.zeros((int(starts.sum()), K.CARRY_WIDTH), dtype=np.int64)
+    longs, flags = K.replay_producers(
         starts,
         _row_flags(rows),
         _marker_codes(rows),
@@ -167,7 +220,11 @@ def producer_state(
         carry.state,
         carry.seq,
         carry.ring,
+        earlier.resume(rows, starts),
+        earlier.earlier(),
+        ended,
     )
+    return longs, flags, ended[: int(carry.state[K.S_ENDED])]
 
 
 def with_state(

@@ -117,8 +117,14 @@ SEQ_FIELDS = 8
     S_CARRIED_ENDED,  # output: the group that began in an earlier stretch ended in this one
     S_CARRIED_VERSION,  # output: that group's transaction version
     S_OPEN_FROM,  # output: the first row of this stretch's last group, which may continue in the next one
-) = range(27)
-STATE_FIELDS = 27
+    S_ENDED,  # output: the groups that ended in this stretch
+) = range(28)
+STATE_FIELDS = 28
+# a carry kept as one int64 row: the scalars, the two sequence states, the two duplicate windows, and where it ended
+SEQ_END = STATE_FIELDS + 2 * SEQ_FIELDS
+RING_END = SEQ_END + 2 * DUPLICATE_WINDOW * 5
+ENDED_ROW = RING_END
+CARRY_WIDTH = RING_END + 1
 
 
 class ProducerCarry:
@@ -133,11 +139,17 @@ class ProducerCarry:
         """The transaction version of the group still being walked when the rows end."""
         return transaction_version(self.state, version_mode) if self.state[S_ACTIVE] else NONE
 
+    def kept(self) -> np.ndarray:
+        """The carry of the group still being walked as one row (CARRY_WIDTH), for a later walk to go on from."""
+        row = np.zeros(CARRY_WIDTH, dtype=np.int64)
+        _keep_carry(self.state, self.seq, self.ring, row)
+        return row
+
 
 @numba.njit(nogil=True, cache=CACHE_KERNELS)
 def replay_producers(
     starts, flags, marker, epoch, control_type, coordinator_epoch, base_offset, timestamp, base_seq, last_seq,
-    coordinator_version, expiration_ms, version_mode, state, seq, ring,
+    coordinator_version, expiration_ms, version_mode, state, seq, ring, resume, earlier, ended,
 ):  # fmt: skip
     """Per-row producer state of one stretch of rows; returns (int64 outputs, int8 flags), one row per output.
 
@@ -146,6 +158,11 @@ def replay_producers(
     and the caller gives S_CARRIED_VERSION to its rows of earlier stretches. `version_mode` 0 takes the version
     the coordinator recorded for the row (`coordinator_version` 1 or 2, NONE when it did not) and otherwise
     infers it from the markers (`auto`); 1 or 2 is the configured one, which wins over both.
+
+    A group that begins at row i goes on from the carry `earlier[resume[i]]` (an earlier walk's end of that
+    group, ProducerEnds) instead of from nothing when `resume[i]` is not -1. Every group that ends in the stretch
+    leaves its carry in `ended` (rows in the order the groups end; ProducerEnds.ENDED_ROW: the row before which it
+    ended), and the count of them is S_ENDED.
     """
     n = starts.shape[0]
     longs = np.full((LONG_OUTPUTS, n), NONE, dtype=np.int64)
@@ -154,6 +171,7 @@ def replay_producers(
     carried_ended = 0
     carried_version = NONE
     group_start = 0
+    count_ended = 0
     for i in range(n):
         if starts[i]:
             if state[S_ACTIVE] == 1:
@@ -162,9 +180,15 @@ def replay_producers(
                 if carried:
                     carried_ended = 1
                     carried_version = code
+                _keep_carry(state, seq, ring, ended[count_ended])
+                ended[count_ended, ENDED_ROW] = i
+                count_ended += 1
             carried = False
             group_start = i
-            _start_group(state, seq, flags[i] & PRODUCER_ROW != 0)
+            if resume[i] >= 0:
+                _load_carry(earlier[resume[i]], state, seq, ring)
+            else:
+                _start_group(state, seq, flags[i] & PRODUCER_ROW != 0)
         if state[S_PRODUCER] == 1:
             _append(
                 i, flags[i], marker[i], epoch[i], control_type[i], coordinator_epoch[i], base_offset[i],
@@ -174,7 +198,23 @@ def replay_producers(
     state[S_CARRIED_ENDED] = carried_ended
     state[S_CARRIED_VERSION] = carried_version
     state[S_OPEN_FROM] = group_start
+    state[S_ENDED] = count_ended
     return longs, bools
+
+
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
+def _keep_carry(state, seq, ring, out):
+    """A carry as one row of int64 (CARRY_WIDTH): the scalars, the sequence state, the duplicate windows."""
+    out[:STATE_FIELDS] = state
+    out[STATE_FIELDS:SEQ_END] = seq.ravel()
+    out[SEQ_END:RING_END] = ring.ravel()
+
+
+@numba.njit(nogil=True, cache=CACHE_KERNELS)
+def _load_carry(row, state, seq, ring):
+    state[:] = row[:STATE_FIELDS]
+    seq[:] = row[STATE_FIELDS:SEQ_END].reshape(seq.shape)
+    ring[:] = row[SEQ_END:RING_END].reshape(ring.shape)
 
 
 @numba.njit(nogil=True, cache=CACHE_KERNELS)

@@ -14,12 +14,13 @@ its file-order columns, about 60 bytes.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.audit.file_order import REPLICA_KEY, with_file_order
-from pipeline.audit.producer_arrow import with_producer_state
+from pipeline.audit.file_order import REPLICA_KEY, FileOrderCarry, with_file_order
+from pipeline.audit.producer_arrow import ProducerEnds, with_producer_state
 from pipeline.audit.task_rows import TaskRows, in_order, sort_order
 from schemas.replay import FILE_ORDER_COLUMNS
 
@@ -41,10 +42,30 @@ FILE_ORDER_INPUTS = [
 ]
 
 
+@dataclass
+class ReplayEnds:
+    """Where a replay left each replica (file order) and each of its producers: what a replay of rows appended to
+    the same replicas goes on from."""
+
+    replicas: dict[tuple, FileOrderCarry] = field(default_factory=dict)
+    producers: ProducerEnds = field(default_factory=ProducerEnds)
+
+
 def replay_rows(
-    batches: Iterator[pa.RecordBatch], *, expiration_ms: int, version_mode: int, schema: pa.Schema
+    batches: Iterator[pa.RecordBatch],
+    *,
+    expiration_ms: int,
+    version_mode: int,
+    schema: pa.Schema,
+    earlier: ReplayEnds | None = None,
+    ends: ReplayEnds | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Every input row once, with FILE_ORDER_COLUMNS and PRODUCER_STATE_COLUMNS added (`schema`)."""
+    """Every input row once, with FILE_ORDER_COLUMNS and PRODUCER_STATE_COLUMNS added (`schema`).
+
+    Replicas and producers in `earlier` go on from where an earlier replay of their earlier rows left them; where
+    this one leaves every replica and producer goes into `ends`.
+    """
+    earlier = earlier or ReplayEnds()
     with TaskRows() as kept:
         for batch in batches:
             kept.add(batch)
@@ -52,7 +73,7 @@ def replay_rows(
         if rows is None:
             return
         file_order = sort_order(rows, [*REPLICA, *FILE_ORDER])
-        neighbours = file_order_state(rows, file_order)
+        neighbours = file_order_state(rows, file_order, earlier.replicas, None if ends is None else ends.replicas)
         del file_order
         producer_order = sort_order(rows, [*REPLICA, *PRODUCER_ORDER])
         yield from with_producer_state(
@@ -60,12 +81,19 @@ def replay_rows(
             expiration_ms=expiration_ms,
             version_mode=version_mode,
             schema=schema,
+            earlier=earlier.producers,
+            ends=None if ends is None else ends.producers,
         )
 
 
-def file_order_state(rows: pa.Table, file_order: np.ndarray) -> pa.Table:
+def file_order_state(
+    rows: pa.Table,
+    file_order: np.ndarray,
+    earlier: dict[tuple, FileOrderCarry] | None = None,
+    ends: dict[tuple, FileOrderCarry] | None = None,
+) -> pa.Table:
     """FILE_ORDER_COLUMNS of every row of `rows`, in the rows' own order."""
-    walked = with_file_order(in_order(rows.select(FILE_ORDER_INPUTS), file_order))
+    walked = with_file_order(in_order(rows.select(FILE_ORDER_INPUTS), file_order), earlier, ends)
     names = FILE_ORDER_COLUMNS.fieldNames()
     in_file_order = pa.Table.from_batches([batch.select(names) for batch in walked])
     back = np.empty_like(file_order)
