@@ -23,7 +23,9 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline import __version__
 from pipeline.audit.engine import SIDE_TABLES, run_audit
+from pipeline.audit.kept_replay import KEPT_FOLDER, read_kept, sweep
 from pipeline.audit.registry import SEVERITIES
+from pipeline.audit.replay_files import Keeping
 from pipeline.audit.scratch import Scratch
 from pipeline.class_archive import JAVA_OPTIONS
 from pipeline.compilers import runs_optimising
@@ -270,6 +272,9 @@ def _audit(
         log.info("replay: its tasks read the %d partitions' files themselves", len(batch_files))
     else:
         log.info("replay: the batches are exchanged by partition (a file of `batches` holds several, or is unnamed)")
+    kept_folder = f"{store.warehouse}/{KEPT_FOLDER}"
+    audited_before = last_published(store, AUDIT_COMMANDS)
+    keeping = Keeping(kept_folder, run_id, read_kept(kept_folder, audited_before and audited_before.run_id))
     try:
         audited = run_audit(
             batches,
@@ -279,6 +284,7 @@ def _audit(
             reference_time_ms,
             empty_tables=empty_tables,
             batch_files=batch_files,
+            keeping=keeping,
             **side_files,
         )
 
@@ -442,7 +448,7 @@ def _recorded(
     result = StepResult()
     writes = command in WRITER_COMMANDS
     if writes:
-        rolled_back = roll_back_unpublished(store)
+        rolled_back = roll_back_unpublished(store) + _sweep_kept_replay(store)
         if rolled_back:
             result.counts["rolled_back"] = len(rolled_back)
     try:
@@ -451,6 +457,7 @@ def _recorded(
         try:
             if writes:
                 roll_back_unpublished(store)
+                _sweep_kept_replay(store)
             # An input error in a new warehouse changed nothing worth a `runs` table.
             if not (isinstance(error, InputError) and not store.exists("runs")):
                 _append_run(spark, store, settings, record, STATUS_FAILED, result.counts)
@@ -461,6 +468,15 @@ def _recorded(
     counts.update({f"findings.{severity}": count for severity, count in result.findings_by_severity.items()})
     versions = table_versions(store) if writes else None
     _append_run(spark, store, settings, record, STATUS_SUCCEEDED, counts, versions)
+    if writes:
+        _sweep_kept_replay(store)
+
+
+def _sweep_kept_replay(store: TableStore) -> list[str]:
+    """Remove the kept replays no published audit goes on from (pipeline.audit.kept_replay)."""
+    audited = last_published(store, AUDIT_COMMANDS)
+    removed = sweep(f"{store.warehouse}/{KEPT_FOLDER}", audited and audited.run_id)
+    return [f"swept kept replay {name}" for name in removed]
 
 
 def _append_run(

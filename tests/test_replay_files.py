@@ -15,11 +15,12 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 import schemas
+from pipeline.audit.partition_replay import PartitionFiles
 from pipeline.audit.replay import replay_pass
-from pipeline.audit.replay_files import replay_files_pass, task_files
+from pipeline.audit.replay_files import Keeping, replay_kept, task_files
 from pipeline.cli import main
 from pipeline.config import AuditSettings
-from pipeline.tables.files_per_partition import FileGroup, files_per_partition
+from pipeline.tables.files_per_partition import files_per_partition
 from pipeline.tables.store import TableStore
 from schemas.batches import STATUS_OK
 
@@ -47,9 +48,7 @@ def _assert_same_replay(spark, store: TableStore, settings: AuditSettings, scrat
     assert files, "every file of an ingested log dir holds one partition"
     stage = scratch("replay-files")
     exchanged = stage.materialise_pass(replay_pass(batches, settings, transaction_log), "exchanged")
-    from_files = stage.materialise_pass(
-        replay_files_pass(batches, files, settings, transaction_log, stage), "from_files"
-    )
+    from_files, _ = replay_kept(batches, files, settings, transaction_log, stage, Keeping(stage.path("kept"), "run"))
     assert from_files.schema == exchanged.schema
     assertDataFrameEqual(from_files, exchanged)
     versions = from_files.where(F.col("coordinator_version").isNotNull()).count()
@@ -98,15 +97,14 @@ def test_a_file_of_several_partitions_leaves_the_rows_to_spark(tmp_path):
 
 
 def test_tasks_get_whole_partitions_and_about_the_same_bytes():
-    groups = [
-        FileGroup("t", number, (f"f{number}a", f"f{number}b"), size) for number, size in enumerate([9, 5, 4, 3, 3])
+    plans = [
+        PartitionFiles("t", number, (f"f{number}",), (f"f{number}",), False, size, [])
+        for number, size in enumerate([9, 5, 4, 3, 3])
     ]
-    tasks = task_files(groups, 2)
-    assert sorted(path for task in tasks for _, path in task) == sorted(path for g in groups for path in g.paths)
-    sizes = {path: group.size_bytes for group in groups for path in group.paths}
-    loads = sorted(sum(sizes[path] for _, path in task) // 2 for task in tasks)
-    assert loads == [12, 12]
-    assert len(task_files(groups, 8)) == len(groups)
+    tasks = task_files(plans, 2)
+    assert sorted(plan.partition for task in tasks for plan in task) == [0, 1, 2, 3, 4]
+    assert sorted(sum(plan.size_bytes for plan in task) for task in tasks) == [12, 12]
+    assert len(task_files(plans, 8)) == len(plans)
 
 
 def _run_counts(warehouse: Path, inputs: list[str]) -> dict[str, int]:

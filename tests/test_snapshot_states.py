@@ -17,7 +17,7 @@ import schemas
 from pipeline.audit.context import AuditContext
 from pipeline.audit.engine import SIDE_TABLES, _in_known_cluster
 from pipeline.audit.replay import TP
-from pipeline.audit.snapshot_states import by_snapshot, states_of_file
+from pipeline.audit.snapshot_states import ReplayUnit, by_snapshot, states_of_unit
 from pipeline.audit.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.state import build_state
 from pipeline.cli import main
@@ -108,8 +108,8 @@ def test_a_file_out_of_producer_order_is_refused_by_name(tmp_path):
     )  # fmt: skip
 
     with pytest.raises(ValueError, match=f"{path}: a producer's rows are not in offset order at row 1"):
-        states_of_file(str(path), keys)
+        states_of_unit(ReplayUnit((str(path),)), keys)
 
     pq.write_table(pa.table({**rows, "base_offset": [3, 5], "last_offset": [3, 5]}), path)
-    (state,) = states_of_file(str(path), keys).to_pylist()
+    (state,) = states_of_unit(ReplayUnit((str(path),)), keys).to_pylist()
     assert (state["replayed_batches"], state["replay_last_offset"], state["marker_after_x"]) == (1, 3, False)

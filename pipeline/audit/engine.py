@@ -48,6 +48,7 @@ from pipeline.audit.hanging import CAUSE_COLUMNS
 from pipeline.audit.read_committed import build_read_committed
 from pipeline.audit.registry import CHECKS, FRAMES
 from pipeline.audit.replay import TP, TP_PID
+from pipeline.audit.replay_files import Keeping
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.state import build_state
 from pipeline.config import AuditSettings
@@ -122,6 +123,7 @@ def run_audit(
     reference_time_ms: int | None = None,
     empty_tables: frozenset[str] = frozenset(),
     batch_files: Sequence[FileGroup] | None = None,
+    keeping: Keeping | None = None,
     **side_tables: DataFrame | None,
 ) -> AuditResult:
     """Audit `batches`, writing intermediate state under `scratch`.
@@ -131,7 +133,8 @@ def run_audit(
     records, transactional offset commits and the record payloads of a deep ingest. Each one given is checked
     against the replay. `empty_tables` names those of them the caller knows hold no rows (from the Delta log),
     whose frames need no plan. `batch_files` are the files holding `batches` by partition, when known
-    (pipeline.tables.files_per_partition): the replay's tasks then read them instead of Spark exchanging the rows.
+    (pipeline.tables.files_per_partition): the replay's tasks then read them instead of Spark exchanging the rows,
+    and with `keeping` keep the replay in the warehouse and go on from the one an earlier run kept.
     """
     unknown = set(side_tables) - set(SIDE_TABLES)
     if unknown:
@@ -139,7 +142,7 @@ def run_audit(
     ctx = AuditContext(settings, reference_time_ms)
     batches = _in_known_cluster(batches)
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
-    inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables)
+    inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables, keeping)
     findings = evaluate_frames(inputs, ctx, scratch, empty_tables)
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(

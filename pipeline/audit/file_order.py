@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.audit.arrow_columns import NONE, group_starts, int64_values, key_at
-from schemas.batches import STATUS_LEGACY, STATUS_OK
+from schemas.batches import STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
 from schemas.replay import FILE_ORDER_COLUMNS
 
 REPLICA_KEY = ["cluster_id", "topic", "partition", "broker_id"]
@@ -36,6 +36,21 @@ class FileOrderCarry:
     max_leader_epoch: int = NONE
     readable_bytes: int = 0
     segment: int = NONE
+    truncated: int = 0  # truncated tails up to and including the row
+
+    def kept(self) -> list[int]:
+        return [
+            self.readable_last_offset,
+            self.max_last_offset,
+            self.max_leader_epoch,
+            self.readable_bytes,
+            self.segment,
+            self.truncated,
+        ]
+
+    @classmethod
+    def of(cls, replica: tuple, kept: list[int]) -> FileOrderCarry:
+        return cls(replica, *kept)
 
 
 def with_file_order(
@@ -78,12 +93,14 @@ def _with_columns(
     segment = int64_values(rows, "segment_base_offset")
     size = int64_values(rows, "size_bytes")
     readable_size = np.where(readable & (size != NONE), size, 0)
+    truncated = pc.fill_null(pc.equal(status, STATUS_TRUNCATED), False).to_numpy(zero_copy_only=False).astype(np.int64)
     bounds = [0, *(np.flatnonzero(starts[1:]) + 1), len(segment)]
     columns = {
         "previous_readable_last_offset": _earlier(readable_last, starts),
         "max_last_offset_before": _earlier(_running_max(readable_last, bounds), starts),
         "max_leader_epoch_before": _earlier(_running_max(v2_epoch, bounds), starts),
         "readable_bytes_before": _sum_before(readable_size, bounds),
+        "_truncated_before": _sum_before(truncated, bounds),
         "is_segment_first": starts.copy(),
         "next_entry_segment_base_offset": _later(segment, starts),
     }
@@ -100,6 +117,7 @@ def _with_columns(
         ):
             np.maximum(columns[name][continued], value, out=columns[name][continued])
         columns["readable_bytes_before"][continued] += before.readable_bytes
+        columns["_truncated_before"][continued] += before.truncated
         columns["is_segment_first"][start] = segment[start] != before.segment
     last = len(segment) - 1
     if following is not None and key_at(following, 0, REPLICA_KEY) == key_at(rows, last, REPLICA_KEY):
@@ -113,6 +131,7 @@ def _with_columns(
         into.max_leader_epoch = int(max(columns["max_leader_epoch_before"][row], v2_epoch[row]))
         into.readable_bytes = int(columns["readable_bytes_before"][row] + readable_size[row])
         into.segment = int(segment[row])
+        into.truncated = int(columns["_truncated_before"][row] + truncated[row])
         return into
 
     if ends is not None:
@@ -120,6 +139,7 @@ def _with_columns(
             ended = carry_at(end - 1, FileOrderCarry())
             ends[ended.replica] = ended
     carry_at(last, carry)
+    del columns["_truncated_before"]
     for name, values in columns.items():
         mask = values == NONE if values.dtype == np.int64 else None
         rows = rows.append_column(name, pa.array(values, mask=mask).cast(_TYPES[name]))

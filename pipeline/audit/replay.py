@@ -29,7 +29,7 @@ from pipeline.audit.coordinator_version import with_coordinator_version
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.audit.replay_task import replay_rows
 from pipeline.config import AuditSettings
-from schemas.batches import STATUS_OK
+from schemas.batches import STATUS_OK, STATUS_TRUNCATED
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 
 # A partition: topic and partition number within one cluster (`batches.cluster_id`, "" when unknown). Clusters
@@ -131,11 +131,21 @@ def replay_input(batches: DataFrame, settings: AuditSettings, transaction_log: D
         {
             "is_producer_row": _carries_producer_state(),
             "in_first_segment": F.col("segment_base_offset") == F.col("first_segment_base_offset"),
-            "in_last_segment": F.col("segment_base_offset") == F.col("last_segment_base_offset"),
+            "in_last_segment": _truncated_in_last_segment(),
             "is_data": ~F.col("is_control"),
             "is_marker": F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT),
         }
     ).drop(*REPLICA_FACTS)
+
+
+def _truncated_in_last_segment() -> Column:
+    """Whether a truncated tail is in its replica's last segment; null on every other entry.
+
+    Only the truncated-tail check reads it, and a truncated tail ends its segment: kept on every row, appending a
+    segment to the replica would leave the earlier last segment's rows stale (pipeline.audit.kept_replay).
+    """
+    in_last = F.col("segment_base_offset") == F.col("last_segment_base_offset")
+    return F.when(F.col("entry_status") == STATUS_TRUNCATED, in_last)
 
 
 def _carries_producer_state() -> Column:

@@ -14,71 +14,204 @@ three-valued logic. tests/test_replay_files.py checks both paths give the same r
 from __future__ import annotations
 
 import heapq
+import json
+import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.coordinator_version import coordinator_versions
+from pipeline.audit.kept_replay import (
+    ENDS,
+    MOST_BODY_FILES,
+    WRITTEN,
+    KeptReplay,
+    fingerprint,
+    partition_key,
+    write_kept,
+)
+from pipeline.audit.partition_replay import PartitionFiles, replay_partition, write_table
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.audit.replay import REPLICA, audited_broker, replay_pass, replica_facts, topic_matches
 from pipeline.audit.scratch import Scratch
+from pipeline.audit.snapshot_states import ReplayUnit
 from pipeline.config import AuditSettings
-from pipeline.sources.filesystems import resolve
+from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_per_partition import FileGroup
-from schemas.batches import BATCHES, BATCHES_PARTITION_BY, STATUS_OK
+from schemas.batches import BATCHES, BATCHES_PARTITION_BY, STATUS_OK, STATUS_TRUNCATED
+
+log = logging.getLogger(__name__)
 
 TOPIC_KINDS = ["is_compacted", "is_coordinator_topic", "is_kraft_topic"]
 READ_ROWS = 65_536  # rows read from a file at a time
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
-def replay_files_pass(
+@dataclass(frozen=True)
+class Keeping:
+    """Where the run keeps its replay (`folder`, under its `run_id`), and the kept replay it may go on from."""
+
+    folder: str
+    run_id: str
+    earlier: KeptReplay | None = None
+
+
+def replay_kept(
     batches: DataFrame,
     files: Sequence[FileGroup],
     settings: AuditSettings,
     transaction_log: DataFrame | None,
     scratch: Scratch,
-) -> ArrowPass:
-    """The replay pass of `batches` (whose rows `files` hold), its tasks reading the files themselves.
-
-    The pass has the exchange path's schema and rows; its input is one row per task, naming the task.
-    """
+    keeping: Keeping,
+) -> tuple[DataFrame, list[ReplayUnit]]:
+    """The replay of `batches` (whose rows `files` hold) as the `replay` scratch table, its tasks reading the files
+    themselves and writing it where the run keeps it (pipeline.audit.kept_replay), going on from the kept replay
+    for each partition that can; the manifest of what it kept is written too. Also the units of files that hold
+    whole producers, for the snapshot walk."""
     spark = batches.sparkSession
     exchanged = replay_pass(batches, settings, transaction_log)  # planned only: it gives the schema
-    scratch.materialise(replica_facts(audited_broker(batches), settings.replica_choice), "replica_facts")
+    facts = scratch.materialise(replica_facts(audited_broker(batches), settings.replica_choice), "replica_facts")
+    run_folder = f"{keeping.folder}/{keeping.run_id}"
+    versions_path = None
     if transaction_log is not None:
-        scratch.materialise(coordinator_versions(transaction_log), "coordinator_versions")
-    tasks = task_files(files, int(spark.conf.get(SHUFFLE_PARTITIONS)))
+        versions_path = f"{run_folder}/coordinator_versions"
+        coordinator_versions(transaction_log).write.mode("overwrite").parquet(versions_path)
+    earlier = keeping.earlier
+    if earlier is not None and earlier.fingerprint != fingerprint(settings, transaction_log is not None):
+        earlier = None
+    replicas = _audited_replicas(facts)
+    plans = [_partition_files(group, earlier, replicas) for group in files]
+    tasks = task_files(plans, int(spark.conf.get(SHUFFLE_PARTITIONS)))
     function = partial(
         replay_files,
         tasks=tasks,
         kinds=_topic_kinds(spark, sorted({group.topic for group in files}), settings),
         facts_path=scratch.path("replica_facts"),
-        versions_path=None if transaction_log is None else scratch.path("coordinator_versions"),
+        versions_path=versions_path,
         input_schema=to_arrow_schema(exchanged.rows.schema),
+        schema=to_arrow_schema(exchanged.schema),
         replay_function=exchanged.function,
+        kept_tails=tuple(earlier.tails) if earlier else (),
+        kept_ends=tuple(earlier.ends) if earlier else (),
+        changed_producers=_changed_producers(spark, earlier, versions_path),
+        version_mode=0 if settings.transaction_version == "auto" else int(settings.transaction_version),
+        out_folder=run_folder,
     )
-    return ArrowPass(spark.range(0, len(tasks), 1, len(tasks)), function, exchanged.schema)
+    pass_rows = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(
+        shipped(spark, function), from_arrow_schema(WRITTEN)
+    )
+    scratch.stats.measure(pass_rows, "replay")
+    started = time.perf_counter()
+    written = pass_rows.collect()
+    kept = _manifest(keeping.run_id, settings, transaction_log is not None, plans, written, earlier, versions_path)
+    write_kept(keeping.folder, kept)
+    whole = sum(1 for row in written if row.kind == "body" and row.whole)
+    log.info(
+        "audit stage replay written in %.1f s: %d partition(s) replayed whole, %d going on from the kept replay",
+        time.perf_counter() - started,
+        whole,
+        sum(1 for row in written if row.kind == "body") - whole,
+    )
+    paths = [path for part in kept.partitions.values() for path in part["body"]] + kept.tails
+    units = [
+        ReplayUnit((*part["body"], *kept.tails), tuple(json.loads(key)))
+        for key, part in kept.partitions.items()
+        if part["body"]
+    ]
+    return scratch.register("replay", exchanged.schema, paths), units
 
 
-def task_files(files: Sequence[FileGroup], most_tasks: int) -> tuple[tuple[tuple[str, str], ...], ...]:
-    """The (topic, path) pairs each task reads: whole partitions, the largest first onto the task with the fewest
-    bytes so far, so the tasks get about the same bytes."""
-    count = max(1, min(len(files), most_tasks))
+def _audited_replicas(facts: DataFrame) -> dict[str, list]:
+    """Per partition key: its audited replicas (cluster, broker), sorted; one row per partition on the driver."""
+    replicas: dict[str, list] = {}
+    for row in facts.select("cluster_id", "topic", "partition", "broker_id").collect():
+        replicas.setdefault(partition_key(row.topic, row.partition), []).append([row.cluster_id, row.broker_id])
+    return {key: sorted(values) for key, values in replicas.items()}
+
+
+def _partition_files(group: FileGroup, earlier: KeptReplay | None, replicas: dict[str, list]) -> PartitionFiles:
+    """The partition's files to replay: those added since the kept replay when it can go on from it (the files it
+    read are all still there, it audited the same replicas, and it has not too many body files), else all."""
+    key = partition_key(group.topic, group.partition)
+    kept = None if earlier is None else earlier.partitions.get(key)
+    goes_on = (
+        kept is not None
+        and set(kept["read"]) <= set(group.paths)
+        and kept["replicas"] == replicas.get(key, [])
+        and len(kept["body"]) < MOST_BODY_FILES
+    )
+    paths = tuple(path for path in group.paths if path not in set(kept["read"])) if goes_on else group.paths
+    size = group.size_bytes * len(paths) // max(1, len(group.paths))  # the files of a partition are alike in size
+    return PartitionFiles(group.topic, group.partition, paths, group.paths, goes_on, size, replicas.get(key, []))
+
+
+def _changed_producers(spark, earlier: KeptReplay | None, versions_path: str | None) -> frozenset[tuple[str, int]]:
+    """(cluster, producer id) whose coordinator versions differ from the kept replay's: their partitions are replayed
+    whole, since the versions feed every row's replay. One row per changed producer id on the driver."""
+    if earlier is None or versions_path is None or earlier.coordinator_versions is None:
+        return frozenset()
+    before = spark.read.parquet(earlier.coordinator_versions)
+    now = spark.read.parquet(versions_path)
+    keys = ["cluster_id", "producer_id"]
+    same = F.col("b.tv2_from_epoch").eqNullSafe(F.col("n.tv2_from_epoch")) & F.col("b.tv1_through_epoch").eqNullSafe(
+        F.col("n.tv1_through_epoch")
+    )
+    changed = before.alias("b").join(now.alias("n"), on=keys, how="full_outer").where(~same).select(*keys)
+    return frozenset((row.cluster_id, row.producer_id) for row in changed.collect())
+
+
+def _manifest(
+    run_id: str,
+    settings: AuditSettings,
+    with_transaction_log: bool,
+    plans: list[PartitionFiles],
+    written: list,
+    earlier: KeptReplay | None,
+    versions_path: str | None,
+) -> KeptReplay:
+    """What this replay kept: per partition, the files it read, its body files (the kept ones it went on from and
+    the new one) and its audited replicas."""
+    bodies: dict[str, tuple[list[str], bool]] = {}
+    for row in written:
+        if row.kind == "body":
+            bodies[partition_key(row.topic, row.partition)] = ([row.path] if row.path else [], row.whole)
+    partitions = {}
+    for plan in plans:
+        key = partition_key(plan.topic, plan.partition)
+        new, whole = bodies.get(key, ([], not plan.goes_on))  # no row: it went on without added rows
+        kept = [] if whole or earlier is None else earlier.partitions[key]["body"]
+        partitions[key] = {"read": list(plan.every_path), "body": [*kept, *new], "replicas": plan.replicas}
+    return KeptReplay(
+        run_id=run_id,
+        fingerprint=fingerprint(settings, with_transaction_log),
+        partitions=partitions,
+        tails=[row.path for row in written if row.kind == "tails"],
+        ends=[row.path for row in written if row.kind == "ends"],
+        coordinator_versions=versions_path,
+    )
+
+
+def task_files(plans: Sequence[PartitionFiles], most_tasks: int) -> tuple[tuple[PartitionFiles, ...], ...]:
+    """The partitions each task replays: the largest first onto the task with the fewest bytes so far, so the tasks
+    get about the same bytes."""
+    count = max(1, min(len(plans), most_tasks))
     loads = [(0, task) for task in range(count)]
-    assigned: list[list[tuple[str, str]]] = [[] for _ in range(count)]
-    for group in sorted(files, key=lambda group: -group.size_bytes):
+    assigned: list[list[PartitionFiles]] = [[] for _ in range(count)]
+    for plan in sorted(plans, key=lambda plan: -plan.size_bytes):
         load, task = heapq.heappop(loads)
-        assigned[task].extend((group.topic, path) for path in group.paths)
-        heapq.heappush(loads, (load + group.size_bytes, task))
-    return tuple(tuple(paths) for paths in assigned)
+        assigned[task].append(plan)
+        heapq.heappush(loads, (load + plan.size_bytes, task))
+    return tuple(tuple(plans) for plans in assigned)
 
 
 def _topic_kinds(spark, topics: list[str], settings: AuditSettings) -> dict[str, tuple[bool, bool, bool]]:
@@ -98,23 +231,99 @@ def _topic_kinds(spark, topics: list[str], settings: AuditSettings) -> dict[str,
 def replay_files(
     ids: Iterator[pa.RecordBatch],
     *,
-    tasks: tuple[tuple[tuple[str, str], ...], ...],
+    tasks: tuple[tuple[PartitionFiles, ...], ...],
     kinds: dict[str, tuple[bool, bool, bool]],
     facts_path: str,
     versions_path: str | None,
     input_schema: pa.Schema,
-    replay_function: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    schema: pa.Schema,
+    replay_function: Callable[..., Iterator[pa.RecordBatch]],
+    kept_tails: tuple[str, ...],
+    kept_ends: tuple[str, ...],
+    changed_producers: frozenset[tuple[str, int]],
+    version_mode: int,
+    out_folder: str,
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: the replay of the files of the tasks named by `ids`."""
-    mine = [entry for batch in ids for task in batch.column(0).to_pylist() for entry in tasks[task]]
+    """Executor side: the replay of the partitions of the tasks named by `ids`, written into `out_folder`; one
+    WRITTEN row per file."""
+    mine = [plan for batch in ids for task in batch.column(0).to_pylist() for plan in tasks[task]]
     facts = _read_folder(facts_path)
     versions = None if versions_path is None else _read_folder(versions_path)
-    rows = (
-        _input_rows(batch, topic, kinds[topic], facts, versions, input_schema)
-        for topic, path in mine
-        for batch in _read_file(path)
+    last_segments = {tuple(row[name] for name in REPLICA): row["last_segment_base_offset"] for row in facts.to_pylist()}
+    going_on = {(plan.topic, plan.partition) for plan in mine if plan.goes_on}
+    tails = _kept_rows(kept_tails, going_on)
+    ends = _kept_rows(kept_ends, going_on)
+
+    def rows_of(plan: PartitionFiles) -> Callable[[Iterable[str]], Iterator[pa.RecordBatch]]:
+        kind = kinds[plan.topic]
+
+        def read(paths: Iterable[str]) -> Iterator[pa.RecordBatch]:
+            for path in paths:
+                for batch in _read_file(path):
+                    yield from _input_rows(batch, plan.topic, kind, facts, versions, input_schema).to_batches()
+
+        return read
+
+    written, all_tails, all_ends = [], [], []
+    for plan in mine:
+        replayed = replay_partition(
+            plan,
+            rows_of(plan),
+            replay_function,
+            schema,
+            _of_partition(tails, plan) if tails is not None else _empty(schema),
+            _of_partition(ends, plan) if ends is not None else _empty(ENDS),
+            changed_producers,
+            last_segments,
+            version_mode,
+        )
+        body = None
+        if replayed.body is not None and replayed.body.num_rows:
+            body = write_table(out_folder, "body", replayed.body)
+        if replayed.body is not None or replayed.whole:
+            written.append(("body", body, 0 if body is None else replayed.body.num_rows, plan, replayed.whole))
+        all_tails.append(replayed.tails)
+        all_ends.append(replayed.ends)
+    for kind, tables, table_schema in (("tails", all_tails, schema), ("ends", all_ends, ENDS)):
+        table = pa.concat_tables(tables) if tables else _empty(table_schema)
+        if table.num_rows:
+            written.append((kind, write_table(out_folder, kind, table), table.num_rows, None, False))
+    yield pa.RecordBatch.from_pylist(
+        [
+            {
+                "kind": kind,
+                "path": path,
+                "rows": rows,
+                "topic": None if plan is None else plan.topic,
+                "partition": None if plan is None else plan.partition,
+                "whole": whole,
+            }
+            for kind, path, rows, plan, whole in written
+        ],
+        schema=WRITTEN,
     )
-    yield from replay_function(batch for table in rows for batch in table.to_batches())
+
+
+def _kept_rows(paths: tuple[str, ...], partitions: set[tuple[str, int]]) -> pa.Table | None:
+    """The rows of kept `tails` or `ends` files of `partitions`."""
+    if not paths or not partitions:
+        return None
+    tables = []
+    for path in paths:
+        filesystem, local = resolve(path)
+        table = pq.read_table(local, filesystem=filesystem)
+        keys = pc.binary_join_element_wise(table["topic"], pc.cast(table["partition"], pa.string()), "\x00")
+        wanted = pa.array([f"{topic}\x00{partition}" for topic, partition in partitions])
+        tables.append(table.filter(pc.is_in(keys, value_set=wanted)))
+    return pa.concat_tables(tables)
+
+
+def _of_partition(table: pa.Table, plan: PartitionFiles) -> pa.Table:
+    return table.filter(pc.and_(pc.equal(table["topic"], plan.topic), pc.equal(table["partition"], plan.partition)))
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
 
 
 # a file's columns: the partition columns are in its folder names
@@ -183,7 +392,11 @@ def _flags(rows: pa.Table) -> dict[str, pa.ChunkedArray]:
     return {
         "is_producer_row": pc.fill_null(producer_row, False),
         "in_first_segment": pc.equal(rows["segment_base_offset"], rows["first_segment_base_offset"]),
-        "in_last_segment": pc.equal(rows["segment_base_offset"], rows["last_segment_base_offset"]),
+        "in_last_segment": pc.if_else(
+            pc.fill_null(pc.equal(rows["entry_status"], STATUS_TRUNCATED), False),
+            pc.equal(rows["segment_base_offset"], rows["last_segment_base_offset"]),
+            pa.scalar(None, pa.bool_()),
+        ),
         "is_data": pc.invert(is_control),
         "is_marker": pc.and_kleene(is_control, is_commit_or_abort),
     }

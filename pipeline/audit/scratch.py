@@ -53,6 +53,12 @@ class Scratch:
         self._files[name] = [path for path, _ in written]
         return self.read(name)
 
+    def register(self, name: str, schema: T.StructType, paths: list[str]) -> DataFrame:
+        """Make the Parquet files `paths`, written elsewhere, table `name`; a scan of it."""
+        self._schemas[name] = schema
+        self._files[name] = list(paths)
+        return self.read(name)
+
     def materialise_all(self, builders: Mapping[str, Callable[[], DataFrame | None]]) -> dict[str, DataFrame | None]:
         """Build and materialise independent tables side by side; a builder returning None writes nothing."""
 

@@ -17,6 +17,7 @@ tests/test_snapshot_states.py checks the walk against the window definition (kep
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 
 import numba
@@ -74,26 +75,35 @@ def snapshot_keys(entries: DataFrame) -> DataFrame:
     return entries.select(*KEY_COLUMNS).distinct()
 
 
-def snapshot_states_pass(spark: SparkSession, replay_files: list[str], keys_path: str) -> ArrowPass:
-    """One task per replay file: the state at every snapshot key of the producers the file holds."""
-    count = max(1, len(replay_files))
-    function = partial(states_of_files, files=tuple(replay_files), keys_path=keys_path)
-    return ArrowPass(spark.range(0, len(replay_files), 1, count), function, SNAPSHOT_STATES)
+@dataclass(frozen=True)
+class ReplayUnit:
+    """Replay files that hold every row of their producers: one file of the replay's tasks, or a kept partition's
+    files (pipeline.audit.kept_replay) with `partition` naming the rows of the shared ones to read."""
+
+    paths: tuple[str, ...]
+    partition: tuple[str, int] | None = None
 
 
-def states_of_files(
-    ids: Iterator[pa.RecordBatch], *, files: tuple[str, ...], keys_path: str
+def snapshot_states_pass(spark: SparkSession, units: list[ReplayUnit], keys_path: str) -> ArrowPass:
+    """One task per replay unit: the state at every snapshot key of the producers the unit holds."""
+    count = max(1, len(units))
+    function = partial(states_of_units, units=tuple(units), keys_path=keys_path)
+    return ArrowPass(spark.range(0, len(units), 1, count), function, SNAPSHOT_STATES)
+
+
+def states_of_units(
+    ids: Iterator[pa.RecordBatch], *, units: tuple[ReplayUnit, ...], keys_path: str
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: the states of the keys whose producers the files named by `ids` hold."""
+    """Executor side: the states of the keys whose producers the units named by `ids` hold."""
     keys = _read_folder(keys_path)
     for batch in ids:
         for index in batch.column(0).to_pylist():
-            yield from states_of_file(files[index], keys).to_batches()
+            yield from states_of_unit(units[index], keys).to_batches()
 
 
-def states_of_file(path: str, keys: pa.Table) -> pa.Table:
-    """SNAPSHOT_STATES of the `keys` whose producer's rows are in the replay file at `path`."""
-    walked = _walk(path)
+def states_of_unit(unit: ReplayUnit, keys: pa.Table) -> pa.Table:
+    """SNAPSHOT_STATES of the `keys` whose producer's rows are in the replay unit."""
+    walked = _walk(unit)
     schema = to_arrow_schema(SNAPSHOT_STATES)
     if walked is None:
         return schema.empty_table()
@@ -129,35 +139,48 @@ def states_of_file(path: str, keys: pa.Table) -> pa.Table:
     return pa.concat_tables([states, nulls])
 
 
-def _walk(path: str) -> tuple[pa.Table, np.ndarray, tuple[np.ndarray, ...]] | None:
-    """The file's producer rows as compact arrays in file order, its groups (GROUP columns and `group` index) and
-    the row bounds of each group; None for a file without producer rows."""
-    filesystem, local = resolve(path)
-    dataset = ds.dataset(local, format="parquet", filesystem=filesystem)
-    group_keys: list[pa.Table] = []
-    starts: list[np.ndarray] = []
-    parts: list[tuple[np.ndarray, ...]] = []
-    previous = None
-    rows_before = 0
-    for batch in dataset.to_batches(columns=READ_COLUMNS, filter=pc.field("is_producer_row"), batch_size=READ_ROWS):
-        if batch.num_rows == 0:
-            continue
-        table = pa.Table.from_batches([batch])
-        begins = group_starts(table, GROUP, previous)
-        previous = tuple(table.column(name)[table.num_rows - 1].as_py() for name in GROUP)
-        at = np.flatnonzero(begins)
-        group_keys.append(table.select(GROUP).take(at))
-        starts.append(at + rows_before)
-        parts.append(_row_arrays(table))
-        rows_before += table.num_rows
-    if not parts:
+def _walk(unit: ReplayUnit) -> tuple[pa.Table, np.ndarray, tuple[np.ndarray, ...]] | None:
+    """The unit's producer rows as compact arrays, each producer's rows together in offset order, its groups (GROUP
+    columns and `group` index) and the row bounds of each group; None for a unit without producer rows.
+
+    Each file holds its producers' rows one producer after another in offset order, and a kept partition's later
+    files hold later rows: taking each producer's rows file after file (a stable sort by producer) orders them.
+    """
+    wanted = pc.field("is_producer_row")
+    if unit.partition is not None:
+        topic, partition = unit.partition
+        wanted = wanted & (pc.field("topic") == topic) & (pc.field("partition") == partition)
+    pieces = []
+    for path in unit.paths:
+        filesystem, local = resolve(path)
+        dataset = ds.dataset(local, format="parquet", filesystem=filesystem)
+        pieces += [
+            batch
+            for batch in dataset.to_batches(columns=READ_COLUMNS, filter=wanted, batch_size=READ_ROWS)
+            if batch.num_rows
+        ]
+    if not pieces:
         return None
-    groups = pa.concat_tables(group_keys)
+    table = pa.Table.from_batches(pieces)
+    if len(unit.paths) > 1:
+        table = table.take(_by_producer(table))
+    begins = group_starts(table, GROUP, None)
+    at = np.flatnonzero(begins)
+    groups = table.select(GROUP).take(at)
     groups = groups.append_column("group", pa.array(np.arange(groups.num_rows)))
-    bounds = np.append(np.concatenate(starts), rows_before)
-    rows = tuple(np.concatenate(columns) for columns in zip(*parts, strict=True))
-    _require_offset_order(rows[0], bounds, path)
+    bounds = np.append(at, table.num_rows)
+    rows = _row_arrays(table)
+    _require_offset_order(rows[0], bounds, ", ".join(unit.paths))
     return groups, bounds, rows
+
+
+def _by_producer(table: pa.Table) -> np.ndarray:
+    """The rows' order with each producer's rows together, in the order they came."""
+    keys = table.select(GROUP).group_by(GROUP, use_threads=False).aggregate([])
+    keys = keys.append_column("_producer", pa.array(np.arange(keys.num_rows)))
+    numbered = table.select(GROUP).append_column("_row", pa.array(np.arange(table.num_rows)))
+    producer = numbered.join(keys, keys=GROUP, join_type="left outer").sort_by("_row")["_producer"].to_numpy()
+    return np.argsort(producer, kind="stable")
 
 
 def _row_arrays(rows: pa.Table) -> tuple[np.ndarray, ...]:

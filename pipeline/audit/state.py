@@ -18,9 +18,9 @@ from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.hanging import transaction_causes
 from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
-from pipeline.audit.replay_files import replay_files_pass
+from pipeline.audit.replay_files import Keeping, replay_kept
 from pipeline.audit.scratch import Scratch
-from pipeline.audit.snapshot_states import snapshot_keys, snapshot_states_pass
+from pipeline.audit.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
 from pipeline.audit.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.transaction_log import audited_records
 from pipeline.audit.transactions import build_transactions
@@ -36,21 +36,23 @@ def build_state(
     scratch: Scratch,
     batch_files: Sequence[FileGroup] | None = None,
     empty_tables: frozenset[str] = frozenset(),
+    keeping: Keeping | None = None,
 ) -> AuditInputs:
     """Materialise the state in dependency order, independent tables side by side.
 
-    `side` holds the side tables (absent ones None). `batch_files`, the files of `batches` by partition, lets the
-    replay's tasks read them themselves (pipeline.audit.replay_files) instead of exchanging the rows. State that
-    only the frames of a side table read is not built when `empty_tables` names it.
+    `side` holds the side tables (absent ones None). `batch_files`, the files of `batches` by partition, with
+    `keeping`, where the run keeps its replay, lets the replay's tasks read them themselves and go on from the
+    replay an earlier run kept (pipeline.audit.replay_files) instead of exchanging the rows. State that only the
+    frames of a side table read is not built when `empty_tables` names it.
     """
     settings = ctx.settings
     checkpoints = side.get("checkpoints")
     transaction_log = side.get("transaction_log")
-    if batch_files:
-        replayed_pass = replay_files_pass(batches, batch_files, settings, transaction_log, scratch)
+    if batch_files and keeping is not None:
+        replayed, units = replay_kept(batches, batch_files, settings, transaction_log, scratch, keeping)
     else:
-        replayed_pass = replay_pass(batches, settings, transaction_log)
-    replayed = scratch.materialise_pass(replayed_pass, "replay")
+        replayed = scratch.materialise_pass(replay_pass(batches, settings, transaction_log), "replay")
+        units = [ReplayUnit((path,)) for path in scratch.files("replay")]
     producer_batches = replayed.where(F.col("is_producer_row"))
     first = scratch.materialise_all(
         {
@@ -83,7 +85,7 @@ def build_state(
     if snapshots is not None and "producer_snapshots" not in empty_tables:
         entries = producer_entries(audited_non_kraft(snapshots, replicas, settings))
         scratch.materialise(snapshot_keys(entries), "snapshot_keys")
-        states_pass = snapshot_states_pass(batches.sparkSession, scratch.files("replay"), scratch.path("snapshot_keys"))
+        states_pass = snapshot_states_pass(batches.sparkSession, units, scratch.path("snapshot_keys"))
         states = scratch.materialise_pass(states_pass, "snapshot_states")
     return AuditInputs(
         batches=replayed,
