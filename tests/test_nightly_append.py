@@ -35,6 +35,7 @@ INGEST_TABLES = (
     "checkpoints",
     "partition_metadata",
 )
+REPLAY_LINE = re.compile(r"(?P<whole>\d+) partition\(s\) replayed whole, (?P<went_on>\d+) going on from the kept")
 SEGMENTS_LINE = re.compile(r"segments: (?P<new>\d+) new, .* (?P<skipped>\d+) skipped, (?P<removed>\d+) removed")
 
 
@@ -118,6 +119,8 @@ def test_nightly_rerun_after_an_append_gives_a_full_runs_tables(final_root, tmp_
     outcomes = {name: int(count) for name, count in SEGMENTS_LINE.search(rerun_log).groupdict().items()}
     assert outcomes["skipped"] > 0 and outcomes["new"] > 0, rerun_log  # the incremental ingest, not a full one
     assert outcomes["removed"] == 0
+    went_on = REPLAY_LINE.search(rerun_log)
+    assert went_on and int(went_on["went_on"]) > int(went_on["whole"]), rerun_log  # the kept replay, gone on from
     assert log_append.differing_rows(nightly, full) == {}
     assert {table: differing for table in INGEST_TABLES if (differing := differing_rows(nightly, full, table))} == {}
     # The unchanged `__transaction_state` segments kept their transaction_log files; the grown ones got new ones.

@@ -39,7 +39,7 @@ WRITTEN = pa.schema(
     ]
 )
 
-# `ends` files: one row per replica (producer_id null, `carry` a FileOrderCarry) and one per producer group
+# `ends` files: one row per replica (is_producer_row null, `carry` a FileOrderCarry) and one per producer group
 ENDS = pa.schema(
     [
         ("cluster_id", pa.string()),

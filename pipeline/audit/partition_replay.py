@@ -188,7 +188,7 @@ def ends_of(table: pa.Table) -> ReplayEnds:
         _keys(table, REPLICA_KEY), table["producer_id"].to_pylist(), table["is_producer_row"].to_pylist(), carries,
         strict=True,
     ):  # fmt: skip
-        if producer_id is None:
+        if producer_row is None:  # a replica's row; a group of rows without producer state has it false
             ends.replicas[key] = FileOrderCarry.of(key, carry)
         else:
             ends.producers.carries[(*key, producer_id, producer_row)] = np.array(carry, dtype=np.int64)

@@ -1,0 +1,132 @@
+"""A run keeps its replay (pipeline.audit.kept_replay) and the next one replays only what was appended: its replay is
+the replay of all the rows, row for row; what it cannot go on from is replayed whole; and the kept folder holds
+only what the manifest of the last published audit names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+import schemas
+from pipeline.audit.kept_replay import KeptReplay, read_kept, sweep, write_kept
+from pipeline.audit.replay_files import Keeping, replay_kept
+from pipeline.config import AuditSettings
+from pipeline.tables.files_per_partition import FileGroup, files_per_partition
+from pipeline.tables.snapshot_files import read_files
+
+SETTINGS = AuditSettings(compacted_topics=["*-changelog"])
+
+
+def _batches(spark, warehouse: Path, groups: list[FileGroup]):
+    location = str(warehouse / "batches")
+    paths = [str(Path(path).relative_to(location)) for group in groups for path in group.paths]
+    rows = read_files(spark, location, paths, schemas.BATCHES)
+    return rows.withColumn("cluster_id", F.coalesce("cluster_id", F.lit("")))
+
+
+def _replayed(spark, warehouse, groups, scratch, folder: Path, run_id: str, earlier: KeptReplay | None = None):
+    stage = scratch(run_id)
+    keeping = Keeping(str(folder), run_id, earlier)
+    replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, stage, keeping)
+    return replay, read_kept(str(folder), run_id)
+
+
+def _withheld(groups: list[FileGroup], every: int) -> list[FileGroup]:
+    """Every `every`th partition without the file of its newest segment: as it stood before that segment was
+    appended."""
+    return [
+        FileGroup(group.topic, group.partition, tuple(sorted(group.paths, key=_segment)[:-1]), group.size_bytes)
+        if number % every == 0 and len(group.paths) > 1
+        else group
+        for number, group in enumerate(groups)
+    ]
+
+
+def _segment(path: str) -> int:
+    """The segment a `batches` file holds, from its statistics (a file holds one segment file's rows)."""
+    metadata = pq.read_metadata(path)
+    column = metadata.schema.names.index("segment_base_offset")
+    return metadata.row_group(0).column(column).statistics.min
+
+
+def test_a_replay_that_goes_on_from_a_kept_one_is_the_replay_of_all_rows(spark, generated_warehouse, scratch, tmp_path):
+    groups = files_per_partition(str(generated_warehouse / "batches"))
+    before = _withheld(groups, 2)
+    assert before != groups
+    folder = tmp_path / "_replay"
+    _, first = _replayed(spark, generated_warehouse, before, scratch, folder, "first")
+    nightly, kept = _replayed(spark, generated_warehouse, groups, scratch, folder, "nightly", first)
+    full, _ = _replayed(spark, generated_warehouse, groups, scratch, tmp_path / "full", "full")
+    assertDataFrameEqual(nightly, full)
+    went_on = [part for part in kept.partitions.values() if len(part["body"]) == 2]
+    appended = sum(len(new.paths) > len(old.paths) for new, old in zip(groups, before, strict=True))
+    assert len(went_on) >= appended // 2 > 0, "partitions with an appended segment go on from the kept replay"
+    # a rerun with nothing appended keeps every body file and writes none
+    again, unchanged = _replayed(spark, generated_warehouse, groups, scratch, folder, "again", kept)
+    assertDataFrameEqual(again, full)
+    assert {key: part["body"] for key, part in unchanged.partitions.items()} == {
+        key: part["body"] for key, part in kept.partitions.items()
+    }
+
+
+def test_a_kept_replay_of_other_settings_or_changed_files_is_not_gone_on_from(
+    spark, generated_warehouse, scratch, tmp_path
+):
+    groups = files_per_partition(str(generated_warehouse / "batches"))
+    folder = tmp_path / "_replay"
+    _, first = _replayed(spark, generated_warehouse, groups, scratch, folder, "first")
+    # a file the kept replay read is gone (retention deleted the oldest segment, say): that partition is replayed
+    # whole, the others go on
+    shrunk = next(number for number, group in enumerate(groups) if len(group.paths) > 1)
+    changed = list(groups)
+    group = groups[shrunk]
+    changed[shrunk] = FileGroup(group.topic, group.partition, tuple(sorted(group.paths, key=_segment)[1:]), 0)
+    rerun, kept = _replayed(spark, generated_warehouse, changed, scratch, folder, "rerun", first)
+    full, _ = _replayed(spark, generated_warehouse, changed, scratch, tmp_path / "full", "full")
+    assertDataFrameEqual(rerun, full)
+    bodies = [part["body"] for part in kept.partitions.values()]
+    assert all("/rerun/" in path for path in bodies[shrunk])
+    assert all("/first/" in path for number, paths in enumerate(bodies) if number != shrunk for path in paths)
+    # other settings: every partition is replayed whole
+    stage = scratch("other")
+    other = AuditSettings(compacted_topics=[])
+    replay_kept(
+        _batches(spark, generated_warehouse, groups), groups, other, None, stage, Keeping(str(folder), "other", kept)
+    )
+    assert all(
+        "/other/" in path for part in read_kept(str(folder), "other").partitions.values() for path in part["body"]
+    )
+
+
+def test_the_manifest_names_its_files_from_the_folder_and_the_sweep_keeps_only_those(tmp_path):
+    folder = tmp_path / "_replay"
+    for run, names in {
+        "old": ["body-a.parquet", "body-b.parquet"],
+        "new": ["tails-c.parquet", "stray.parquet"],
+    }.items():
+        (folder / run).mkdir(parents=True)
+        for name in names:
+            (folder / run / name).write_text("x")
+    kept = KeptReplay(
+        run_id="new",
+        fingerprint="f",
+        partitions={'["t", 0]': {"read": ["/batches/f"], "body": [f"{folder}/old/body-a.parquet"], "replicas": []}},
+        tails=[f"{folder}/new/tails-c.parquet"],
+    )
+    write_kept(str(folder), kept)
+    write_kept(str(folder), KeptReplay(run_id="gone", fingerprint="f"))
+    on_disk = json.loads((folder / "new.json").read_text())
+    assert on_disk["tails"] == ["new/tails-c.parquet"] and on_disk["partitions"]['["t", 0]']["read"] == ["/batches/f"]
+    assert read_kept(str(folder), "new") == kept
+    removed = sweep(str(folder), "new")
+    assert sorted(removed) == ["gone.json", "new/stray.parquet", "old/body-b.parquet"]
+    assert sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()) == [
+        "new.json",
+        "new/tails-c.parquet",
+        "old/body-a.parquet",
+    ]
+    assert sorted(sweep(str(folder), None)) == ["new", "new.json", "old"]
