@@ -71,17 +71,22 @@ def test_same_state_as_the_window_reference_on_real_broker_dirs(spark, realdata)
         _assert_same_state(spark, group, settings)
 
 
+def _replay_input(spark, generated) -> tuple[pa.Table, pa.Schema]:
+    """The replay pass's input rows of the generated root, and the schema of its output."""
+    settings = AuditSettings(compacted_topics=["*-changelog"])
+    batches = read_inputs(spark, plan_inputs(spark, [str(generated)], Settings().ingest), Settings())
+    rows_df = replay_input(batches, settings)
+    schema = to_arrow_schema(
+        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
+    )
+    return rows_df.toArrow(), schema
+
+
 def test_the_task_order_and_any_cut_of_it_change_nothing(spark, generated, monkeypatch):
     """A task sorts the rows it receives itself and walks them a chunk at a time, carrying the state across
     chunks; rows past HELD_ROWS go through a file (the task's, and a producer's waiting for its version): the
     order the rows arrive in and any cut of the walk, down to one row per chunk, give the same rows."""
-    settings = AuditSettings(compacted_topics=["*-changelog"])
-    batches = read_inputs(spark, plan_inputs(spark, [str(generated)], Settings().ingest), Settings())
-    rows_df = replay_input(batches, settings)
-    rows = rows_df.toArrow()
-    schema = to_arrow_schema(
-        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
-    )
+    rows, schema = _replay_input(spark, generated)
     key = [(name, "ascending") for name in LOCATION]
 
     def replayed(arriving: pa.Table, size: int) -> pa.Table:
@@ -106,13 +111,7 @@ def test_a_replay_of_appended_rows_goes_on_from_where_the_earlier_rows_left_it(s
     earlier part left gives the later rows exactly what one replay of all the rows gives them, and the earlier
     part's rows differ from it only where a row's state depends on later rows (the next entry of the last one,
     the transaction version concluded over a producer's rows)."""
-    settings = AuditSettings(compacted_topics=["*-changelog"])
-    batches = read_inputs(spark, plan_inputs(spark, [str(generated)], Settings().ingest), Settings())
-    rows_df = replay_input(batches, settings)
-    rows = rows_df.toArrow()
-    schema = to_arrow_schema(
-        T.StructType([*rows_df.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
-    )
+    rows, schema = _replay_input(spark, generated)
     key = [(name, "ascending") for name in LOCATION]
 
     def replayed(part: pa.Table, **ends) -> pa.Table:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
@@ -24,6 +25,8 @@ import pyarrow.fs as pafs
 from pipeline import __version__
 from pipeline.config import AuditSettings
 from pipeline.tables.files import children, filesystem, remove_tree
+
+log = logging.getLogger(__name__)
 
 KEPT_FOLDER = "_replay"  # under the warehouse
 MOST_BODY_FILES = 8  # a partition with more kept body files is replayed whole, into one file again
@@ -91,7 +94,12 @@ def read_kept(folder: str, run_id: str | None) -> KeptReplay | None:
     if files.get_file_info(path).type != pafs.FileType.File:
         return None
     with files.open_input_stream(path) as stream:
-        return _moved(KeptReplay(**json.loads(stream.read())), lambda name: f"{folder}/{name}")
+        kept = _moved(KeptReplay(**json.loads(stream.read())), lambda name: f"{folder}/{name}")
+    missing = [name for name in _names(kept) if files.get_file_info(filesystem(name)[1]).type == pafs.FileType.NotFound]
+    if missing:
+        log.warning("the kept replay of run %s lacks %s; the audit replays every partition whole", run_id, missing[0])
+        return None
+    return kept
 
 
 def write_kept(folder: str, kept: KeptReplay) -> None:
@@ -146,13 +154,16 @@ def _remove(files: pafs.FileSystem, path: str) -> None:
         files.delete_file(path)
 
 
+def _names(kept: KeptReplay) -> list[str]:
+    """The paths of the files (and the coordinator versions' folder) the manifest names."""
+    paths = [*kept.tails, *kept.ends, *(path for part in kept.partitions.values() for path in part["body"])]
+    return [*paths, kept.coordinator_versions] if kept.coordinator_versions else paths
+
+
 def _used(kept: KeptReplay) -> dict[str, set[str]]:
     """The names of the files the manifest uses, by the name of the run folder holding them."""
-    paths = [*kept.tails, *kept.ends, *(path for part in kept.partitions.values() for path in part["body"])]
-    if kept.coordinator_versions:
-        paths.append(kept.coordinator_versions)
     used: dict[str, set[str]] = {}
-    for path in paths:
+    for path in _names(kept):
         run, name = path.rstrip("/").rsplit("/", 2)[-2:]
         used.setdefault(run, set()).add(name)
     return used

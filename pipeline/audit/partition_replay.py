@@ -70,7 +70,10 @@ def replay_partition(
     if files.goes_on:
         earlier = ends_of(kept_ends)
         if _may_go_on(earlier, kept_tails, changed_producers):
-            went_on = _go_on(rows_of(files.paths), replay, schema, earlier, kept_tails, last_segments, version_mode)
+            with TaskRows() as held:  # on local disk past its bound, as a whole walk's rows are
+                for batch in rows_of(files.paths):
+                    held.add(batch)
+                went_on = _go_on(held.table(), replay, schema, earlier, kept_tails, last_segments, version_mode)
             if went_on is not None:
                 return went_on
     ends = ReplayEnds()
@@ -92,7 +95,7 @@ def _may_go_on(earlier: ReplayEnds, tails: pa.Table, changed_producers: frozense
 
 
 def _go_on(
-    batches: Iterator[pa.RecordBatch],
+    added: pa.Table | None,
     replay: Callable[..., Iterator[pa.RecordBatch]],
     schema: pa.Schema,
     earlier: ReplayEnds,
@@ -101,24 +104,8 @@ def _go_on(
     version_mode: int,
 ) -> PartitionReplay | None:
     """The added rows replayed from `earlier`; None when the partition must be replayed whole."""
-    with TaskRows() as held:  # on local disk past its bound, as a whole walk's rows are
-        for batch in batches:
-            held.add(batch)
-        added = held.table()
-        if added is None:
-            return PartitionReplay(None, tails, ends_table(earlier), whole=False)
-        return _walked_on(added, replay, schema, earlier, tails, last_segments, version_mode)
-
-
-def _walked_on(
-    added: pa.Table,
-    replay: Callable[..., Iterator[pa.RecordBatch]],
-    schema: pa.Schema,
-    earlier: ReplayEnds,
-    tails: pa.Table,
-    last_segments: dict[tuple, int],
-    version_mode: int,
-) -> PartitionReplay | None:
+    if added is None:
+        return PartitionReplay(None, tails, ends_table(earlier), whole=False)
     tail_keys = _keys(tails, REPLICA_KEY)
     first_added: dict[tuple, int] = {}
     for key, rows in _by_replica(added):

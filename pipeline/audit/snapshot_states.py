@@ -85,8 +85,9 @@ class ReplayUnit:
 
 
 def snapshot_states_pass(spark: SparkSession, units: list[ReplayUnit], keys_path: str) -> ArrowPass:
-    """One task per replay unit: the state at every snapshot key of the producers the unit holds."""
-    count = max(1, len(units))
+    """The state at every snapshot key of the producers each replay unit holds; a task takes several units when
+    there are more than Spark's shuffle partitions (a kept replay has one per Kafka partition)."""
+    count = max(1, min(len(units), int(spark.conf.get("spark.sql.shuffle.partitions"))))
     function = partial(states_of_units, units=tuple(units), keys_path=keys_path)
     return ArrowPass(spark.range(0, len(units), 1, count), function, SNAPSHOT_STATES)
 
