@@ -180,17 +180,22 @@ def _global_transactions(inputs: AuditInputs, batches: DataFrame) -> DataFrame:
 
 
 def _with_finding_counts(partitions: DataFrame, findings: DataFrame) -> DataFrame:
-    """Attach the partition's finding counts by severity and by rule."""
+    """Attach the partition's finding counts by severity and by rule, each map in the order of its keys: the order
+    the counts are collected in depends on the tasks, and two runs of the same logs must write the same rows."""
     by_severity = (
         findings.groupBy(*TP, "severity")
         .count()
         .groupBy(*TP)
-        .agg(F.map_from_entries(F.collect_list(F.struct("severity", "count"))).alias("findings_by_severity"))
+        .agg(
+            F.map_from_entries(F.array_sort(F.collect_list(F.struct("severity", "count")))).alias(
+                "findings_by_severity"
+            )
+        )
     )
     by_rule = (
         findings.groupBy(*TP, "rule_code")
         .count()
         .groupBy(*TP)
-        .agg(F.map_from_entries(F.collect_list(F.struct("rule_code", "count"))).alias("findings_by_rule"))
+        .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("rule_code", "count")))).alias("findings_by_rule"))
     )
     return partitions.join(by_severity, on=TP, how="left").join(by_rule, on=TP, how="left")
