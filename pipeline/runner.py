@@ -23,8 +23,9 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline import __version__
 from pipeline.audit.engine import SIDE_TABLES, run_audit
+from pipeline.audit.kept_findings import keep
 from pipeline.audit.kept_replay import KEPT_FOLDER, read_kept, sweep
-from pipeline.audit.registry import SEVERITIES
+from pipeline.audit.registry import FRAMES, SEVERITIES
 from pipeline.audit.replay_files import Keeping
 from pipeline.audit.scratch import Scratch
 from pipeline.class_archive import JAVA_OPTIONS
@@ -74,6 +75,7 @@ from pipeline.tables.store import TableStore
 log = logging.getLogger(__name__)
 
 UNKNOWN_DUMP_LINES = f"dumplog.lines.{UNKNOWN}"  # the `runs.counts` entry the report shows
+ROW_FRAMES = [name for name, frame in FRAMES.items() if frame.row_local]
 SCRATCH_DIR = LEFTOVER_FOLDERS[0]  # intermediate tables of running audits, under the warehouse
 AUDIT_TABLES = {  # name (also the AuditResult attribute): partition columns
     "findings": schemas.FINDINGS_PARTITION_BY,
@@ -299,6 +301,7 @@ def _audit(
                 {table: partial(write_output, table, partition_by) for table, partition_by in AUDIT_TABLES.items()}
             )
         )
+        keep(keeping, scratch, ROW_FRAMES)
     finally:
         scratch.remove()
     log.info("audit plans: %s", stats.describe())

@@ -32,6 +32,7 @@ def _replayed(spark, warehouse, groups, scratch, folder: Path, run_id: str, earl
     stage = scratch(run_id)
     keeping = Keeping(str(folder), run_id, earlier)
     replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, stage, keeping)
+    write_kept(str(folder), keeping.outcome.kept)
     return replay, read_kept(str(folder), run_id)
 
 
@@ -94,12 +95,9 @@ def test_a_kept_replay_of_other_settings_or_changed_files_is_not_gone_on_from(
     # other settings: every partition is replayed whole
     stage = scratch("other")
     other = AuditSettings(compacted_topics=[])
-    replay_kept(
-        _batches(spark, generated_warehouse, groups), groups, other, None, stage, Keeping(str(folder), "other", kept)
-    )
-    assert all(
-        "/other/" in path for part in read_kept(str(folder), "other").partitions.values() for path in part["body"]
-    )
+    keeping = Keeping(str(folder), "other", kept)
+    replay_kept(_batches(spark, generated_warehouse, groups), groups, other, None, stage, keeping)
+    assert all("/other/" in path for part in keeping.outcome.kept.partitions.values() for path in part["body"])
 
 
 def test_the_manifest_names_its_files_from_the_folder_and_the_sweep_keeps_only_those(tmp_path):

@@ -17,7 +17,7 @@ docs/engine.md describes the plans and their shuffles.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -45,10 +45,11 @@ from pipeline.audit.columns import explode_findings
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.global_transactions import build_global_transactions
 from pipeline.audit.hanging import CAUSE_COLUMNS
+from pipeline.audit.kept_findings import earlier_findings, kept_for
 from pipeline.audit.read_committed import build_read_committed
 from pipeline.audit.registry import CHECKS, FRAMES
 from pipeline.audit.replay import TP, TP_PID
-from pipeline.audit.replay_files import Keeping
+from pipeline.audit.replay_files import Keeping, ReplayOutcome
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.state import build_state
 from pipeline.config import AuditSettings
@@ -94,16 +95,25 @@ def _with_run(df: DataFrame, run_id: str, schema) -> DataFrame:
 
 
 def evaluate_frames(
-    inputs: AuditInputs, ctx: AuditContext, scratch: Scratch, empty_tables: frozenset[str] = frozenset()
+    inputs: AuditInputs,
+    ctx: AuditContext,
+    scratch: Scratch,
+    empty_tables: frozenset[str] = frozenset(),
+    outcome: ReplayOutcome | None = None,
 ) -> DataFrame:
     """Every registered check on its frame, one plan per frame; frames whose inputs are absent are skipped, and
-    so are those whose rows come from a side table in `empty_tables` (Frame.rows_of)."""
+    so are those whose rows come from a side table in `empty_tables` (Frame.rows_of). With the `outcome` of a
+    replay that went on from a kept one, a row-local frame is checked on the rows it replayed and keeps its other
+    findings (pipeline.audit.kept_findings)."""
 
     def findings_of(name: str) -> DataFrame | None:
-        rows = FRAMES[name].build(inputs, ctx)
+        frame = FRAMES[name]
+        goes_on = frame.row_local and kept_for(outcome, name)
+        rows = frame.build(_of_rows(inputs, outcome.replayed) if goes_on else inputs, ctx)
         if rows is None:
             return None
-        return explode_findings(rows, [(c.rule, c.function(ctx)) for c in CHECKS[name]])
+        found = explode_findings(rows, [(c.rule, c.function(ctx)) for c in CHECKS[name]])
+        return found.unionByName(earlier_findings(outcome, name, found.schema)) if goes_on else found
 
     scratch.materialise_all(
         {
@@ -143,7 +153,7 @@ def run_audit(
     batches = _in_known_cluster(batches)
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
     inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables, keeping)
-    findings = evaluate_frames(inputs, ctx, scratch, empty_tables)
+    findings = evaluate_frames(inputs, ctx, scratch, empty_tables, keeping and keeping.outcome)
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),
@@ -158,6 +168,11 @@ def run_audit(
         ),
         scratch=scratch,
     )
+
+
+def _of_rows(inputs: AuditInputs, rows: DataFrame) -> AuditInputs:
+    """`inputs` whose replay rows are `rows` only, for the row-local frames."""
+    return replace(inputs, batches=rows, producer_batches=rows.where(F.col("is_producer_row")))
 
 
 def _in_known_cluster(rows: DataFrame) -> DataFrame:

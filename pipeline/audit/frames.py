@@ -13,13 +13,13 @@ from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import frame
 
 
-@frame("batches")
+@frame("batches", row_local=True)
 def BATCHES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802  (a frame is a constant)
     """Every entry of the audited replicas, readable or not, with its file-order state."""
     return inputs.batches
 
 
-@frame("producer_batches")
+@frame("producer_batches", row_local=True)
 def PRODUCER_BATCHES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802
     """Batches that carry producer state, with the state the broker held before appending each."""
     return inputs.producer_batches

@@ -18,10 +18,13 @@ import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+import schemas
 from pipeline import __version__
 from pipeline.config import AuditSettings
 from pipeline.tables.files import children, filesystem, remove_tree
@@ -66,6 +69,7 @@ class KeptReplay:
     tails: list[str] = field(default_factory=list)
     ends: list[str] = field(default_factory=list)
     coordinator_versions: str | None = None
+    row_findings: dict[str, str] = field(default_factory=dict)  # per row frame: the folder of its findings
 
 
 def partition_key(topic: str, partition: int) -> str:
@@ -73,13 +77,25 @@ def partition_key(topic: str, partition: int) -> str:
 
 
 def fingerprint(settings: AuditSettings, with_transaction_log: bool) -> str:
-    """What the replay of a row depends on besides the rows: a kept replay made under another is not gone on from."""
+    """What a row's replay and its findings depend on besides the rows: the settings, whether the coordinator's
+    records were read, and the audit's code. A kept replay made under another is not gone on from."""
     facts = {
         "settings": settings.model_dump(mode="json"),
         "version": __version__,
+        "code": _audit_code(),
         "transaction_log": with_transaction_log,
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@cache
+def _audit_code() -> str:
+    """A hash of the audit's and the schemas' source: a check changed since the kept replay was made voids it."""
+    digest = hashlib.sha256()
+    for package in (Path(__file__).parent, Path(schemas.__file__).parent):
+        for source in sorted(package.glob("*.py")):
+            digest.update(source.name.encode() + source.read_bytes())
+    return digest.hexdigest()
 
 
 def manifest_path(folder: str, run_id: str) -> str:
@@ -122,6 +138,7 @@ def _moved(kept: KeptReplay, move) -> KeptReplay:
         tails=[move(path) for path in kept.tails],
         ends=[move(path) for path in kept.ends],
         coordinator_versions=None if kept.coordinator_versions is None else move(kept.coordinator_versions),
+        row_findings={name: move(path) for name, path in kept.row_findings.items()},
     )
 
 
@@ -157,6 +174,7 @@ def _remove(files: pafs.FileSystem, path: str) -> None:
 def _names(kept: KeptReplay) -> list[str]:
     """The paths of the files (and the coordinator versions' folder) the manifest names."""
     paths = [*kept.tails, *kept.ends, *(path for part in kept.partitions.values() for path in part["body"])]
+    paths += kept.row_findings.values()
     return [*paths, kept.coordinator_versions] if kept.coordinator_versions else paths
 
 

@@ -87,13 +87,16 @@ class Frame:
 
     `rows_of` names the side table every row of the frame comes from (an inner join of its rows): when the run
     knows that table holds no rows for the audited topics, the frame is not built at all, which spares a plan
-    that could only come out empty.
+    that could only come out empty. `row_local`: every row is a replay row and its findings depend on that row
+    alone, so a run that went on from a kept replay evaluates the frame on the rows it replayed only and keeps
+    the earlier findings of the others (pipeline.audit.kept_findings).
     """
 
     name: str
     build: FrameBuilder
     description: str
     rows_of: str | None = None
+    row_local: bool = False
 
 
 RULES: dict[str, Rule] = {}
@@ -120,13 +123,13 @@ def rule(
     return registered
 
 
-def frame(name: str, rows_of: str | None = None) -> Callable[[FrameBuilder], Frame]:
-    """Register a frame builder under `name`; its docstring describes the rows (`rows_of`: see Frame)."""
+def frame(name: str, rows_of: str | None = None, row_local: bool = False) -> Callable[[FrameBuilder], Frame]:
+    """Register a frame builder under `name`; its docstring describes the rows (`rows_of`, `row_local`: see Frame)."""
 
     def register(build: FrameBuilder) -> Frame:
         if name in FRAMES:
             raise ValueError(f"frame {name} registered twice")
-        registered = Frame(name, build, (build.__doc__ or "").strip().split("\n\n")[0], rows_of)
+        registered = Frame(name, build, (build.__doc__ or "").strip().split("\n\n")[0], rows_of, row_local)
         FRAMES[name] = registered
         CHECKS.setdefault(name, [])
         return registered

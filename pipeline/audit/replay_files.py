@@ -31,15 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from pipeline.audit.coordinator_version import coordinator_versions
-from pipeline.audit.kept_replay import (
-    ENDS,
-    MOST_BODY_FILES,
-    WRITTEN,
-    KeptReplay,
-    fingerprint,
-    partition_key,
-    write_kept,
-)
+from pipeline.audit.kept_replay import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
 from pipeline.audit.partition_replay import PartitionFiles, replay_partition, write_table
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.audit.replay import REPLICA, audited_broker, replay_pass, replica_facts, topic_matches
@@ -57,13 +49,27 @@ READ_ROWS = 65_536  # rows read from a file at a time
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Keeping:
-    """Where the run keeps its replay (`folder`, under its `run_id`), and the kept replay it may go on from."""
+    """Where the run keeps its replay (`folder`, under its `run_id`), the kept replay it may go on from, and, once
+    the replay is written, what it kept and went on from (`outcome`)."""
 
     folder: str
     run_id: str
     earlier: KeptReplay | None = None
+    outcome: ReplayOutcome | None = None
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """What the replay kept (its manifest, written when the run's tables are), the rows it wrote (`replayed`:
+    every row of a partition replayed whole, the added rows and the kept last rows of one that went on), the
+    partitions that went on, and the kept replay it went on from (None: every partition was replayed whole)."""
+
+    kept: KeptReplay
+    replayed: DataFrame
+    went_on: list[tuple[str, int]]
+    earlier: KeptReplay | None
 
 
 def replay_kept(
@@ -114,7 +120,6 @@ def replay_kept(
     started = time.perf_counter()
     written = pass_rows.collect()
     kept = _manifest(keeping.run_id, settings, transaction_log is not None, plans, written, earlier, versions_path)
-    write_kept(keeping.folder, kept)
     whole = sum(1 for row in written if row.kind == "body" and row.whole)
     log.info(
         "audit stage replay written in %.1f s: %d partition(s) replayed whole, %d going on from the kept replay",
@@ -123,6 +128,14 @@ def replay_kept(
         sum(1 for row in written if row.kind == "body") - whole,
     )
     paths = [path for part in kept.partitions.values() for path in part["body"]] + kept.tails
+    new_paths = [row.path for row in written if row.kind in ("body", "tails") and row.path]
+    went_on = [
+        tuple(json.loads(key))
+        for key, part in kept.partitions.items()
+        if earlier is not None and any(path in earlier.partitions.get(key, {}).get("body", []) for path in part["body"])
+    ]
+    replayed = scratch.register("replayed", exchanged.schema, new_paths)
+    keeping.outcome = ReplayOutcome(kept, replayed, went_on, earlier)
     units = [
         ReplayUnit((*part["body"], *kept.tails), tuple(json.loads(key)))
         for key, part in kept.partitions.items()

@@ -88,6 +88,10 @@ class Scratch:
         (schema,) = schemas.values()
         return self.spark.read.schema(schema).parquet(self.path(name)).select(*schema.fieldNames())
 
+    def has(self, name: str) -> bool:
+        """Whether table `name` was written in this run."""
+        return name in self._schemas
+
     def path(self, name: str) -> str:
         return f"{self.root}/{name}"
 
