@@ -27,7 +27,7 @@ from pipeline.audit.producer_arrow import ProducerEnds
 from pipeline.audit.replay_task import ReplayEnds
 from pipeline.audit.task_rows import TaskRows
 from pipeline.sources.filesystems import resolve
-from pipeline.tables.parquet_sink import COMPRESSION, dictionary_columns
+from pipeline.tables.parquet_sink import COMPRESSION, ParquetFile, dictionary_columns
 from schemas.batches import STATUS_TRUNCATED
 
 NEXT_ENTRY = "next_entry_segment_base_offset"  # null on a replica's last row only
@@ -49,7 +49,10 @@ class PartitionFiles:
 
 @dataclass
 class PartitionReplay:
-    body: pa.Table | None  # None: nothing new (a partition that goes on without added rows)
+    """What a partition's replay wrote into its body file (None: nothing, it went on without added rows), and
+    its replicas' last rows and ends."""
+
+    body: tuple[str, int] | None
     tails: pa.Table
     ends: pa.Table
     whole: bool
@@ -65,21 +68,54 @@ def replay_partition(
     changed_producers: frozenset[tuple[str, int]],
     last_segments: dict[tuple, int],
     version_mode: int,
+    folder: str,
 ) -> PartitionReplay:
-    """The partition's replay; `kept_tails` and `kept_ends` are the kept replay's rows of this partition."""
+    """The partition's replay, its body written into a new file in `folder` as the walk hands it out, so that memory
+    holds a few record batches whatever the partition's size; `kept_tails` and `kept_ends` are the kept replay's
+    rows of this partition."""
     if files.goes_on:
         earlier = ends_of(kept_ends)
         if _may_go_on(earlier, kept_tails, changed_producers):
             with TaskRows() as held:  # on local disk past its bound, as a whole walk's rows are
                 for batch in rows_of(files.paths):
                     held.add(batch)
-                went_on = _go_on(held.table(), replay, schema, earlier, kept_tails, last_segments, version_mode)
+                went_on = _go_on(held.table(), replay, schema, earlier, kept_tails, last_segments, version_mode, folder)
             if went_on is not None:
                 return went_on
     ends = ReplayEnds()
-    walked = _table(replay(rows_of(files.every_path), ends=ends), schema)
-    last = pc.is_null(walked[NEXT_ENTRY])
-    return PartitionReplay(walked.filter(pc.invert(last)), walked.filter(last), ends_table(ends), whole=True)
+    body = BodyFile(folder, schema)
+    tails = body.write_walk(replay(rows_of(files.every_path), ends=ends))
+    return PartitionReplay(body.close(), tails, ends_table(ends), whole=True)
+
+
+class BodyFile:
+    """A partition's body file: the rows a walk hands out but each replica's last one, which it keeps apart."""
+
+    def __init__(self, folder: str, schema: pa.Schema) -> None:
+        files, local = resolve(folder)
+        self.name = f"body-{uuid.uuid4().hex}.{COMPRESSION}.parquet"
+        self.path = f"{folder.rstrip('/')}/{self.name}"
+        self.schema = schema
+        self._file = ParquetFile(files, f"{local}/{self.name}", schema)
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self._file.add(table)
+
+    def write_walk(self, batches: Iterator[pa.RecordBatch]) -> pa.Table:
+        """Write a walk's rows; the replicas' last rows (no next entry) are returned instead."""
+        tails = []
+        for batch in batches:
+            rows = pa.Table.from_batches([batch], schema=self.schema)
+            last = pc.is_null(rows[NEXT_ENTRY])
+            tails.append(rows.filter(last))
+            self.write(rows.filter(pc.invert(last)))
+        return pa.concat_tables(tails) if tails else self.schema.empty_table()
+
+    def close(self) -> tuple[str, int] | None:
+        """The file's path and rows; None when no row was written (and there is no file)."""
+        _, rows = self._file.close()
+        return (self.path, rows) if rows else None
 
 
 def _may_go_on(earlier: ReplayEnds, tails: pa.Table, changed_producers: frozenset[tuple[str, int]]) -> bool:
@@ -102,6 +138,7 @@ def _go_on(
     tails: pa.Table,
     last_segments: dict[tuple, int],
     version_mode: int,
+    folder: str,
 ) -> PartitionReplay | None:
     """The added rows replayed from `earlier`; None when the partition must be replayed whole."""
     if added is None:
@@ -116,17 +153,26 @@ def _go_on(
             return None
         first_added[key] = pc.min(rows["segment_base_offset"]).as_py()
     ends = ReplayEnds(dict(earlier.replicas), ProducerEnds(dict(earlier.producers.carries)))
-    walked = _table(replay(iter(added.to_batches()), earlier=earlier, ends=ends), schema)
-    for key in earlier.producers.carries:
-        if earlier.producers.version(key, version_mode) != ends.producers.version(key, version_mode):
-            return None
-    last = pc.is_null(walked[NEXT_ENTRY])
     moved = np.array([key in first_added for key in tail_keys], dtype=bool)
     followed = _followed(tails.filter(moved), [first_added[key] for key in tail_keys if key in first_added])
+    body = BodyFile(folder, schema)
     # the kept last rows first: each comes before its producer's added rows, as the snapshot walk reads them
-    body = pa.concat_tables([_with_last_segment(followed, last_segments), walked.filter(pc.invert(last))])
+    body.write(_with_last_segment(followed, last_segments))
+    last_rows = body.write_walk(replay(iter(added.to_batches()), earlier=earlier, ends=ends))
+    written = body.close()
+    for key in earlier.producers.carries:
+        if earlier.producers.version(key, version_mode) != ends.producers.version(key, version_mode):
+            _remove(written)
+            return None
     kept = tails.filter(pa.array(~moved))
-    return PartitionReplay(body, pa.concat_tables([walked.filter(last), kept]), ends_table(ends), whole=False)
+    return PartitionReplay(written, pa.concat_tables([last_rows, kept]), ends_table(ends), whole=False)
+
+
+def _remove(written: tuple[str, int] | None) -> None:
+    """Delete a body file a replay that could not go on wrote (a whole replay follows)."""
+    if written is not None:
+        files, local = resolve(written[0])
+        files.delete_file(local)
 
 
 def _after(rows: pa.Table, tail: pa.Table, carry: FileOrderCarry) -> bool:
@@ -198,10 +244,6 @@ def write_table(folder: str, kind: str, table: pa.Table) -> str:
     with files.open_output_stream(f"{local}/{name}") as stream:
         pq.write_table(table, stream, compression=COMPRESSION, use_dictionary=dictionary_columns(table.schema))
     return f"{folder.rstrip('/')}/{name}"
-
-
-def _table(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_batches(list(batches), schema=schema)
 
 
 def _keys(table: pa.Table, names: list[str]) -> list[tuple]:

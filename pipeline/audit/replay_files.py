@@ -289,12 +289,11 @@ def replay_files(
             changed_producers,
             last_segments,
             version_mode,
+            out_folder,
         )
-        body = None
-        if replayed.body is not None and replayed.body.num_rows:
-            body = write_table(out_folder, "body", replayed.body)
         if replayed.body is not None or replayed.whole:
-            written.append(("body", body, 0 if body is None else replayed.body.num_rows, plan, replayed.whole))
+            path, rows = replayed.body or (None, 0)
+            written.append(("body", path, rows, plan, replayed.whole))
         all_tails.append(replayed.tails)
         all_ends.append(replayed.ends)
     for kind, tables, table_schema in (("tails", all_tails, schema), ("ends", all_ends, ENDS)):

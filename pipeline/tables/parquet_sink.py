@@ -76,7 +76,7 @@ class PartitionedParquetSink:
         self._keys = [*partition_by, file_by] if file_by else list(partition_by)
         self._file_by = file_by
         self._file_schema = pa.schema([column for column in schema if column.name not in partition_by])
-        self._open: dict[tuple, _PartitionFile] = {}
+        self._open: dict[tuple, ParquetFile] = {}
         self._current: Any = None
         self.written: list[tuple[str, int]] = []  # (path, rows) of every file closed
 
@@ -91,7 +91,7 @@ class PartitionedParquetSink:
             if target is None:
                 folder = partition_folder(self._partition_by, values[: len(self._partition_by)])
                 path = f"{self._folder}/{folder}/part-{uuid.uuid4().hex}.{COMPRESSION}.parquet"
-                target = self._open[values] = _PartitionFile(self._files, path, self._file_schema)
+                target = self._open[values] = ParquetFile(self._files, path, self._file_schema)
             target.add(rows.select(self._file_schema.names))
 
     def close(self) -> list[tuple[str, int]]:
@@ -107,8 +107,9 @@ class PartitionedParquetSink:
         self.close()
 
 
-class _PartitionFile:
-    """One Parquet file, its rows buffered into row groups of about `ROW_GROUP_ROWS`."""
+class ParquetFile:
+    """One Parquet file, its rows buffered into row groups of about `ROW_GROUP_ROWS`; nothing is written until
+    rows come."""
 
     def __init__(self, files, path: str, schema: pa.Schema) -> None:
         self.path = path
