@@ -36,11 +36,8 @@ from pipeline.sources.partition_files.reader import (
     TEXT_FILE_MAX_BYTES,
     checkpoint_rows,
     decode_files,
-    index_problem_batches,
     leader_epoch_rows,
     partition_metadata_rows,
-    snapshot_batches_of,
-    txn_index_batches_of,
 )
 from pipeline.sources.segments import SegmentFile, decode_file, discover_segments
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
@@ -314,23 +311,23 @@ def _summary(column: str, batches) -> tuple[int, dict, list]:
 
 
 @pytest.mark.parametrize(
-    ("suffix", "decode", "schema", "column", "rows", "counts", "last"),
+    ("suffix", "table", "schema", "column", "rows", "counts", "last"),
     [
-        (".index", index_problem_batches, FILE_PROBLEMS, "kind", 1, {"offset_index": 1}, {"position": 0}),
-        (".timeindex", index_problem_batches, FILE_PROBLEMS, "kind", 2, {"time_index": 2}, {"position": 0}),
+        (".index", "file_problems", FILE_PROBLEMS, "kind", 1, {"offset_index": 1}, {"position": 0}),
+        (".timeindex", "file_problems", FILE_PROBLEMS, "kind", 2, {"time_index": 2}, {"position": 0}),
         (
             ".txnindex",
-            txn_index_batches_of,
+            "txn_index",
             TXN_INDEX,
             "entry_status",
             HUGE_BINARY // TXN_INDEX_ENTRY.size + 1,
             {"ok": HUGE_BINARY // TXN_INDEX_ENTRY.size, "truncated": 1},
             {"position": HUGE_BINARY // TXN_INDEX_ENTRY.size * TXN_INDEX_ENTRY.size},
         ),
-        (".snapshot", snapshot_batches_of, PRODUCER_SNAPSHOTS, "file_status", 1, {"bad_version": 1}, {"version": 0}),
+        (".snapshot", "producer_snapshots", PRODUCER_SNAPSHOTS, "file_status", 1, {"bad_version": 1}, {"version": 0}),
         (
             "valid.snapshot",
-            snapshot_batches_of,
+            "producer_snapshots",
             PRODUCER_SNAPSHOTS,
             "file_status",
             SNAPSHOT_ENTRIES,
@@ -339,7 +336,7 @@ def _summary(column: str, batches) -> tuple[int, dict, list]:
         ),
     ],
 )
-def test_a_huge_binary_file_is_decoded_a_chunk_at_a_time(tmp_path, suffix, decode, schema, column, rows, counts, last):
+def test_a_huge_binary_file_is_decoded_a_chunk_at_a_time(tmp_path, suffix, table, schema, column, rows, counts, last):
     """A sparse 256 MiB file of each binary kind, through the executor's reader: read whole, the file alone would
     take 256 MiB, and its rows as Python objects gigabytes."""
     log_dir = tmp_path / "broker-0"
@@ -353,11 +350,15 @@ def test_a_huge_binary_file_is_decoded_a_chunk_at_a_time(tmp_path, suffix, decod
     files = discover_partition_files(discover_segments([str(log_dir)], IngestSettings()).listings).files
     descriptor = next(file for file in files if file.location == str(huge))
     descriptors = pa.RecordBatch.from_pylist([vars(descriptor)])
-    arrow_schema = to_arrow_schema(schema)
-    next(decode_files(decode, arrow_schema, iter([descriptors])))  # the kernels load before memory is traced
+    arrow_schemas = {table: to_arrow_schema(schema)}
+
+    def decoded():
+        return (batch for name, batch in decode_files(arrow_schemas, iter([descriptors])) if name == table)
+
+    next(decoded())  # the kernels load before memory is traced
     tracemalloc.start()
     try:
-        found = _summary(column, decode_files(decode, arrow_schema, iter([descriptors])))
+        found = _summary(column, decoded())
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
