@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline import __version__
 from pipeline.audit.engine import SIDE_TABLES, run_audit
+from pipeline.audit.kept_aggregates import keep_parts
 from pipeline.audit.kept_findings import keep
 from pipeline.audit.kept_replay import KEPT_FOLDER, read_kept, sweep
 from pipeline.audit.registry import FRAMES, SEVERITIES
@@ -301,6 +302,7 @@ def _audit(
                 {table: partial(write_output, table, partition_by) for table, partition_by in AUDIT_TABLES.items()}
             )
         )
+        keep_parts(keeping, scratch)
         keep(keeping, scratch, ROW_FRAMES)
     finally:
         scratch.remove()

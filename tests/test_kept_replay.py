@@ -12,8 +12,10 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 import schemas
+from pipeline.audit.kept_aggregates import keep_parts, kept_parts
 from pipeline.audit.kept_replay import KeptReplay, read_kept, sweep, write_kept
 from pipeline.audit.replay_files import Keeping, replay_kept
+from pipeline.audit.transactions import producer_state_of, producer_state_parts, transaction_parts, transactions_of
 from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.snapshot_files import read_files
@@ -34,6 +36,21 @@ def _replayed(spark, warehouse, groups, scratch, folder: Path, run_id: str, earl
     replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, stage, keeping)
     write_kept(str(folder), keeping.outcome.kept)
     return replay, read_kept(str(folder), run_id)
+
+
+def _aggregated(spark, warehouse, groups, scratch, folder: Path, run_id: str, earlier: KeptReplay | None = None):
+    """The transactions and producer state of a run's replay, from the parts it aggregated (going on from those
+    `earlier` kept where its replay went on), and the manifest that keeps its parts."""
+    stage = scratch(run_id)
+    keeping = Keeping(str(folder), run_id, earlier)
+    replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, stage, keeping)
+    tables = {
+        "transactions": transactions_of(kept_parts(transaction_parts(), replay, stage, keeping)).collect(),
+        "producer_state": producer_state_of(kept_parts(producer_state_parts(), replay, stage, keeping)).collect(),
+    }
+    keep_parts(keeping, stage)
+    write_kept(str(folder), keeping.outcome.kept)
+    return tables, read_kept(str(folder), run_id)
 
 
 def _withheld(groups: list[FileGroup], every: int) -> list[FileGroup]:
@@ -98,6 +115,30 @@ def test_a_kept_replay_of_other_settings_or_changed_files_is_not_gone_on_from(
     keeping = Keeping(str(folder), "other", kept)
     replay_kept(_batches(spark, generated_warehouse, groups), groups, other, None, stage, keeping)
     assert all("/other/" in path for part in keeping.outcome.kept.partitions.values() for path in part["body"])
+
+
+def test_the_kept_parts_merged_with_those_of_the_replayed_rows_aggregate_all_rows(
+    spark, generated_warehouse, scratch, tmp_path
+):
+    groups = files_per_partition(str(generated_warehouse / "batches"))
+    folder = tmp_path / "_replay"
+    _, first = _aggregated(spark, generated_warehouse, _withheld(groups, 2), scratch, folder, "first")
+    assert set(first.aggregates) == {"transactions", "producer_state"}
+    nightly, kept = _aggregated(spark, generated_warehouse, groups, scratch, folder, "nightly", first)
+    full, _ = _aggregated(spark, generated_warehouse, groups, scratch, tmp_path / "full", "full")
+    assert len(full["transactions"]) > 100 and len(full["producer_state"]) > 10
+    for table in full:
+        assertDataFrameEqual(nightly[table], full[table])
+    assert all("/nightly/" in path for path in kept.aggregates.values())
+    # the oldest file of a partition is gone: it is replayed whole, and its kept parts are not merged in
+    shrunk = next(number for number, group in enumerate(groups) if len(group.paths) > 1)
+    group = groups[shrunk]
+    changed = list(groups)
+    changed[shrunk] = FileGroup(group.topic, group.partition, tuple(sorted(group.paths, key=_segment)[1:]), 0)
+    rerun, _ = _aggregated(spark, generated_warehouse, changed, scratch, folder, "rerun", kept)
+    full, _ = _aggregated(spark, generated_warehouse, changed, scratch, tmp_path / "full-changed", "full-changed")
+    for table in full:
+        assertDataFrameEqual(rerun[table], full[table])
 
 
 def test_the_manifest_names_its_files_from_the_folder_and_the_sweep_keeps_only_those(tmp_path):

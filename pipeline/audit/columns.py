@@ -108,14 +108,24 @@ def window_cleared(counted: Column | None = None, over: WindowSpec | None = None
     broker's entry, its snapshot and DescribeProducers hold no last batch (sequence -1, offset -1, delta 0).
     """
     counted = F.lit(True) if counted is None else counted
-    accepted_data = counted & F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
-    bumping_marker = (
-        counted
-        & F.col("is_marker")
-        & (F.col("state_epoch").isNull() | (F.col("producer_epoch") > F.col("state_epoch")))
-    )
-    last_data = F.max(F.when(accepted_data, F.col("base_offset")))
-    last_bump = F.max(F.when(bumping_marker, F.col("base_offset")))
+    last_data = F.max(F.when(counted & accepted_data(), F.col("base_offset")))
+    last_bump = F.max(F.when(counted & epoch_bumping_marker(), F.col("base_offset")))
     if over is not None:
         last_data, last_bump = last_data.over(over), last_bump.over(over)
+    return cleared_after(last_data, last_bump)
+
+
+def accepted_data() -> Column:
+    """A data batch the broker appended at the producer's current epoch: it enters the duplicate window."""
+    return F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
+
+
+def epoch_bumping_marker() -> Column:
+    """A marker that changed the producer's epoch: it clears the duplicate window (`window_cleared`)."""
+    return F.col("is_marker") & (F.col("state_epoch").isNull() | (F.col("producer_epoch") > F.col("state_epoch")))
+
+
+def cleared_after(last_data: Column, last_bump: Column) -> Column:
+    """Whether the window is empty after the rows whose last accepted data batch and last epoch-bumping marker are
+    at these offsets."""
     return last_bump.isNotNull() & (last_data.isNull() | (last_bump > last_data))

@@ -158,7 +158,7 @@ def run_audit(
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),
         transactions=_with_run(_with_causes(inputs), run_id, TRANSACTIONS),
-        producer_state=_with_run(transactions.build_producer_state(inputs.producer_batches), run_id, PRODUCER_STATE),
+        producer_state=_with_run(inputs.producer_state, run_id, PRODUCER_STATE),
         partition_summary=_with_run(summary, run_id, PARTITION_SUMMARY),
         global_transactions=_with_run(_global_transactions(inputs, batches), run_id, GLOBAL_TRANSACTIONS),
         read_committed=_with_run(

@@ -82,8 +82,8 @@ def replay_kept(
 ) -> tuple[DataFrame, list[ReplayUnit]]:
     """The replay of `batches` (whose rows `files` hold) as the `replay` scratch table, its tasks reading the files
     themselves and writing it where the run keeps it (pipeline.audit.kept_replay), going on from the kept replay
-    for each partition that can; the manifest of what it kept is written too. Also the units of files that hold
-    whole producers, for the snapshot walk."""
+    for each partition that can (the run's manifest is written once its outputs are: pipeline.audit.kept_findings).
+    Also the units of files that hold whole producers, for the snapshot walk."""
     spark = batches.sparkSession
     exchanged = replay_pass(batches, settings, transaction_log)  # planned only: it gives the schema
     facts = scratch.materialise(replica_facts(audited_broker(batches), settings.replica_choice), "replica_facts")
@@ -157,13 +157,14 @@ def _partition_files(group: FileGroup, earlier: KeptReplay | None, replicas: dic
     read are all still there, it audited the same replicas, and it has not too many body files), else all."""
     key = partition_key(group.topic, group.partition)
     kept = None if earlier is None else earlier.partitions.get(key)
+    read = frozenset(kept["read"]) if kept is not None else frozenset()
     goes_on = (
         kept is not None
-        and set(kept["read"]) <= set(group.paths)
+        and read <= set(group.paths)
         and kept["replicas"] == replicas.get(key, [])
         and len(kept["body"]) < MOST_BODY_FILES
     )
-    paths = tuple(path for path in group.paths if path not in set(kept["read"])) if goes_on else group.paths
+    paths = tuple(path for path in group.paths if path not in read) if goes_on else group.paths
     size = group.size_bytes * len(paths) // max(1, len(group.paths))  # the files of a partition are alike in size
     return PartitionFiles(group.topic, group.partition, paths, group.paths, goes_on, size, replicas.get(key, []))
 

@@ -92,12 +92,26 @@ class Scratch:
         """Whether table `name` was written in this run."""
         return name in self._schemas
 
+    def names(self, prefix: str) -> list[str]:
+        """The tables of this run whose names start with `prefix`."""
+        return [name for name in self._schemas if name.startswith(prefix)]
+
     def path(self, name: str) -> str:
         return f"{self.root}/{name}"
 
     def files(self, name: str) -> list[str]:
         """The files of a table its pass's tasks wrote (`materialise_pass`), one per task that wrote rows."""
         return list(self._files[name])
+
+    def move(self, name: str, target: str) -> None:
+        """Move table `name`'s folder to `target`, for a later run to read; it is no longer this run's."""
+        jvm = self.spark._jvm
+        source, destination = jvm.org.apache.hadoop.fs.Path(self.path(name)), jvm.org.apache.hadoop.fs.Path(target)
+        files = source.getFileSystem(self.spark._jsc.hadoopConfiguration())
+        files.mkdirs(destination.getParent())
+        if not files.rename(source, destination):
+            raise OSError(f"could not move {self.path(name)} to {target}")
+        del self._schemas[name]
 
     def remove(self) -> None:
         """Delete the folder and everything in it, and its parent when that is left empty (any Hadoop filesystem).

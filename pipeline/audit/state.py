@@ -1,7 +1,8 @@
 """The audit's state, materialised once per run: what every frame and output table reads.
 
 `replay` (every entry with file-order and producer state, pipeline.audit.replay) is computed with one exchange
-of the batches; `transactions`, `replicas`, `log_starts`, `open_transactions`, `partitions`,
+of the batches; `transactions` and `producer_state` (aggregated from parts a run keeps beside a kept replay:
+pipeline.audit.kept_aggregates), `replicas`, `log_starts`, `open_transactions`, `partitions`,
 `transaction_causes`, `coordinator_records` and `epoch_starts` are aggregates and joins of it, each a small
 plan over scans; `snapshot_states` is read from the replay's files by a pass of its own
 (pipeline.audit.snapshot_states).
@@ -16,6 +17,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.hanging import transaction_causes
+from pipeline.audit.kept_aggregates import kept_parts
 from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
@@ -23,7 +25,7 @@ from pipeline.audit.scratch import Scratch
 from pipeline.audit.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
 from pipeline.audit.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.transaction_log import audited_records
-from pipeline.audit.transactions import build_transactions
+from pipeline.audit.transactions import producer_state_of, producer_state_parts, transaction_parts, transactions_of
 from pipeline.audit.txnindex import audited_replicas
 from pipeline.audit.visibility import checkpoint_log_starts, open_transactions, partition_offsets
 from pipeline.tables.files_per_partition import FileGroup
@@ -56,7 +58,8 @@ def build_state(
     producer_batches = replayed.where(F.col("is_producer_row"))
     first = scratch.materialise_all(
         {
-            "transactions": lambda: build_transactions(producer_batches),
+            "transactions": lambda: transactions_of(kept_parts(transaction_parts(), replayed, scratch, keeping)),
+            "producer_state": lambda: producer_state_of(kept_parts(producer_state_parts(), replayed, scratch, keeping)),
             "replicas": lambda: audited_replicas(replayed, side.get("txn_index"), side.get("producer_snapshots")),
             "coordinator_records": lambda: (
                 None if transaction_log is None else audited_records(transaction_log, replayed, checkpoints)
@@ -91,6 +94,7 @@ def build_state(
         batches=replayed,
         producer_batches=producer_batches,
         transactions=transactions,
+        producer_state=first["producer_state"],
         replicas=replicas,
         open_transactions=open_txns,
         partitions=last["partitions"],

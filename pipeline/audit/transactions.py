@@ -5,9 +5,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.columns import window_cleared
+from pipeline.audit.columns import accepted_data, cleared_after, epoch_bumping_marker
 from pipeline.audit.context import AuditContext
 from pipeline.audit.frames import PRODUCER_BATCHES
+from pipeline.audit.kept_aggregates import Mergeable, Part
 from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP_PID
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
@@ -241,45 +242,49 @@ def commit_then_abort_same_epoch(ctx: AuditContext) -> Fires:
     )
 
 
-def build_transactions(replayed: DataFrame) -> DataFrame:
-    """One row per transaction: the transactional data of a marker group plus the marker that closes it.
-
-    Groups with a marker but no transactional data are EMPTY (spec §6.0a.7); groups with data and no
-    marker are OPEN. The marker's control type and segment ride along for the
-    `.txnindex` comparison. Aggregates by (topic, partition, producer id, group): no exchange beyond the
-    replay's.
-    """
+def transaction_parts() -> Mergeable:
+    """The transactions' aggregate of the producer rows, by (topic, partition, producer id, group): the
+    transactional data of a marker group plus the marker that closes it (at most one per group)."""
     txn_data = F.col("is_data") & F.col("is_transactional")
     marker = F.col("is_marker")
 
     def data(column: str) -> Column:
         return F.when(txn_data, F.col(column))
 
-    def at_marker(column: str) -> Column:
-        return F.max(F.when(marker, F.col(column)))
+    def at_marker(name: str, column: str) -> Part:
+        return Part(name, "max", F.when(marker, F.col(column)))
 
     # The version is one per producer (the replay's conclusion over its rows), so grouping by it is taking it; a
     # first() of this text would make Spark sort every row to aggregate them instead of hashing them.
-    grouped = (
-        replayed.where(txn_data | marker)
-        .groupBy(*TP_PID, "txn_group", "transaction_version")
-        .agg(
-            F.min_by(data("producer_epoch"), data("base_offset")).alias("data_epoch"),
-            F.min(data("base_offset")).alias("first_offset"),
-            F.max(data("last_offset")).alias("last_offset"),
-            at_marker("base_offset").alias("marker_offset"),
-            at_marker("producer_epoch").alias("marker_epoch"),
-            at_marker("coordinator_epoch").alias("coordinator_epoch"),
-            at_marker("control_type").alias("control_type"),
-            at_marker("max_timestamp").alias("marker_timestamp"),
-            at_marker("segment_base_offset").alias("marker_segment_base_offset"),
-            F.count(data("base_offset")).alias("batch_count"),
-            F.coalesce(F.sum(data("record_count")), F.lit(0)).cast("long").alias("record_count"),
-            F.min_by(data("max_timestamp"), data("base_offset")).alias("start_timestamp"),
-            F.max(data("max_timestamp")).alias("last_data_timestamp"),
-            F.first("broker_id").alias("broker_id"),
-        )
+    return Mergeable(
+        "transactions",
+        (*TP_PID, "txn_group", "transaction_version"),
+        (
+            Part("data_epoch", "first", data("producer_epoch"), data("base_offset")),
+            Part("first_offset", "min", data("base_offset")),
+            Part("last_offset", "max", data("last_offset")),
+            at_marker("marker_offset", "base_offset"),
+            at_marker("marker_epoch", "producer_epoch"),
+            at_marker("coordinator_epoch", "coordinator_epoch"),
+            at_marker("control_type", "control_type"),
+            at_marker("marker_timestamp", "max_timestamp"),
+            at_marker("marker_segment_base_offset", "segment_base_offset"),
+            Part("batch_count", "count", data("base_offset")),
+            Part("record_count", "sum", data("record_count")),
+            Part("start_timestamp", "first", data("max_timestamp"), data("base_offset")),
+            Part("last_data_timestamp", "max", data("max_timestamp")),
+            Part("broker_id", "any", F.col("broker_id")),
+        ),
+        rows=F.col("is_producer_row") & (txn_data | marker),
     )
+
+
+def transactions_of(parts: DataFrame) -> DataFrame:
+    """One row per transaction from its parts (`transaction_parts`).
+
+    Groups with a marker but no transactional data are EMPTY (spec §6.0a.7); groups with data and no
+    marker are OPEN. The marker's control type and segment ride along for the `.txnindex` comparison.
+    """
     outcome = (
         F.when(F.col("marker_offset").isNull(), F.lit(OUTCOME_OPEN))
         .when(F.col("batch_count") == 0, F.lit(OUTCOME_EMPTY))
@@ -287,7 +292,7 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
         .otherwise(F.lit(OUTCOME_ABORTED))
     )
     end_timestamp = F.coalesce(F.col("marker_timestamp"), F.col("last_data_timestamp"))
-    return grouped.select(
+    return parts.select(
         *TP_PID,
         F.coalesce("data_epoch", "marker_epoch").alias("producer_epoch"),
         "first_offset",
@@ -297,7 +302,7 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
         "coordinator_epoch",
         outcome.alias("outcome"),
         "batch_count",
-        "record_count",
+        F.coalesce("record_count", F.lit(0)).cast("long").alias("record_count"),
         "start_timestamp",
         end_timestamp.alias("end_timestamp"),
         (end_timestamp - F.col("start_timestamp")).alias("duration_ms"),
@@ -308,28 +313,59 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
     )
 
 
-def build_producer_state(replayed: DataFrame) -> DataFrame:
-    """State per (cluster, topic, partition, producer id) after the last batch, as describe-producers reports it:
-    the last sequence is -1 once a marker that changed the epoch cleared the batch window (`window_cleared`)."""
+def build_transactions(replayed: DataFrame) -> DataFrame:
+    """One row per transaction of the replay `replayed` (`transactions_of`); aggregated by (topic,
+    partition, producer id, group): no exchange beyond the replay's."""
+    return transactions_of(transaction_parts().of(replayed))
+
+
+def producer_state_parts() -> Mergeable:
+    """The producer state's aggregate of the producer rows, by (topic, partition, producer id)."""
     order = F.col("base_offset")
-    accepted_data = F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
-    last_group_open = F.max_by(
-        F.when(F.col("is_marker"), F.lit(None)).otherwise(
-            F.coalesce(F.col("txn_first_offset"), F.when(F.col("is_data") & F.col("is_transactional"), order))
+    accepted = accepted_data()
+    group_open = F.when(F.col("is_marker"), F.lit(None)).otherwise(
+        F.coalesce(F.col("txn_first_offset"), F.when(F.col("is_data") & F.col("is_transactional"), order))
+    )
+    # By the version, one per producer, as the transactions: aggregated by hash, not by sorting the rows.
+    return Mergeable(
+        "producer_state",
+        (*TP_PID, "transaction_version"),
+        (
+            Part("producer_epoch", "max", F.col("producer_epoch")),
+            Part("accepted_sequence", "last", F.when(accepted, F.col("last_sequence")), F.when(accepted, order)),
+            Part("last_bump", "max", F.when(epoch_bumping_marker(), order)),
+            Part("last_offset", "max", F.when(F.col("is_data"), F.col("last_offset"))),
+            Part("last_timestamp", "last", F.col("max_timestamp"), order),
+            Part("coordinator_epoch", "max", F.when(F.col("is_marker"), F.col("coordinator_epoch"))),
+            Part("current_txn_start_offset", "last", group_open, order),
+            Part("batch_count", "count", F.lit(1)),
+            Part("is_transactional", "max", F.col("is_transactional")),
+            Part("broker_id", "any", F.col("broker_id")),
         ),
-        order,
+        rows=F.col("is_producer_row"),
     )
-    # By the version, one per producer, as build_transactions: aggregated by hash, not by sorting the rows.
-    return replayed.groupBy(*TP_PID, "transaction_version").agg(
-        F.max("producer_epoch").alias("producer_epoch"),
-        F.when(window_cleared(), F.lit(-1))
-        .otherwise(F.max_by(F.when(accepted_data, F.col("last_sequence")), F.when(accepted_data, order)))
-        .alias("last_sequence"),
-        F.max(F.when(F.col("is_data"), F.col("last_offset"))).alias("last_offset"),
-        F.max_by("max_timestamp", order).alias("last_timestamp"),
-        F.max(F.when(F.col("is_marker"), F.col("coordinator_epoch"))).alias("coordinator_epoch"),
-        last_group_open.alias("current_txn_start_offset"),
-        F.count(F.lit(1)).alias("batch_count"),
-        F.max("is_transactional").alias("is_transactional"),
-        F.first("broker_id").alias("broker_id"),
+
+
+def producer_state_of(parts: DataFrame) -> DataFrame:
+    """State per (cluster, topic, partition, producer id) after the last batch, as describe-producers reports it,
+    from its parts (`producer_state_parts`): the last sequence is -1 once a marker that changed the epoch cleared the
+    batch window (pipeline.audit.columns.window_cleared); the last accepted data batch is where the sequence is."""
+    cleared = cleared_after(F.col("accepted_sequence_at"), F.col("last_bump"))
+    return parts.select(
+        *TP_PID,
+        "transaction_version",
+        "producer_epoch",
+        F.when(cleared, F.lit(-1)).otherwise(F.col("accepted_sequence")).alias("last_sequence"),
+        "last_offset",
+        "last_timestamp",
+        "coordinator_epoch",
+        "current_txn_start_offset",
+        "batch_count",
+        "is_transactional",
+        "broker_id",
     )
+
+
+def build_producer_state(replayed: DataFrame) -> DataFrame:
+    """The producer state (`producer_state_of`) of the replay `replayed`."""
+    return producer_state_of(producer_state_parts().of(replayed))
