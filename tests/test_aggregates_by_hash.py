@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from pipeline.audit.replay import replay
+from pipeline.audit.segments import segment_parts
 from pipeline.audit.transactions import build_producer_state, build_transactions
-from pipeline.audit.visibility import open_transactions, partition_offsets
+from pipeline.audit.visibility import open_transactions, partition_offsets, partition_producer_parts
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 
@@ -26,11 +27,17 @@ def test_partitions_join_the_replayed_rows_with_their_lso_by_broadcast(spark, tm
     spark.createDataFrame([], BATCHES).write.parquet(str(tmp_path / "batches"))
     replayed = replay(spark.read.schema(BATCHES).parquet(str(tmp_path / "batches")), AuditSettings())
     transactions = build_transactions(replayed.where("is_producer_row"))
-    open_txns = open_transactions(transactions, replayed, AuditSettings(), None, None)
+    open_txns = open_transactions(transactions, segment_parts().of(replayed), AuditSettings(), None, None)
     # As for a large log, where Spark cannot tell that the per-partition rows are few: nothing broadcast unasked.
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
-        plan = partition_offsets(replayed, transactions, open_txns)._jdf.queryExecution().executedPlan().toString()
+        producers = partition_producer_parts().of(replayed)
+        plan = (
+            partition_offsets(replayed, producers, transactions, open_txns)
+            ._jdf.queryExecution()
+            .executedPlan()
+            .toString()
+        )
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
 

@@ -15,7 +15,9 @@ import schemas
 from pipeline.audit.kept_aggregates import keep_parts, kept_parts
 from pipeline.audit.kept_replay import KeptReplay, read_kept, sweep, write_kept
 from pipeline.audit.replay_files import Keeping, replay_kept
+from pipeline.audit.segments import segment_parts
 from pipeline.audit.transactions import producer_state_of, producer_state_parts, transaction_parts, transactions_of
+from pipeline.audit.visibility import partition_producer_parts
 from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.snapshot_files import read_files
@@ -39,14 +41,16 @@ def _replayed(spark, warehouse, groups, scratch, folder: Path, run_id: str, earl
 
 
 def _aggregated(spark, warehouse, groups, scratch, folder: Path, run_id: str, earlier: KeptReplay | None = None):
-    """The transactions and producer state of a run's replay, from the parts it aggregated (going on from those
-    `earlier` kept where its replay went on), and the manifest that keeps its parts."""
+    """The transactions, producer state, segments and partition producers of a run's replay, from the parts it
+    aggregated (going on from those `earlier` kept where its replay went on), and the manifest that keeps them."""
     stage = scratch(run_id)
     keeping = Keeping(str(folder), run_id, earlier)
     replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, stage, keeping)
     tables = {
         "transactions": transactions_of(kept_parts(transaction_parts(), replay, stage, keeping)).collect(),
         "producer_state": producer_state_of(kept_parts(producer_state_parts(), replay, stage, keeping)).collect(),
+        "segments": kept_parts(segment_parts(), replay, stage, keeping).collect(),
+        "partition_producers": kept_parts(partition_producer_parts(), replay, stage, keeping).collect(),
     }
     keep_parts(keeping, stage)
     write_kept(str(folder), keeping.outcome.kept)
@@ -123,7 +127,7 @@ def test_the_kept_parts_merged_with_those_of_the_replayed_rows_aggregate_all_row
     groups = files_per_partition(str(generated_warehouse / "batches"))
     folder = tmp_path / "_replay"
     _, first = _aggregated(spark, generated_warehouse, _withheld(groups, 2), scratch, folder, "first")
-    assert set(first.aggregates) == {"transactions", "producer_state"}
+    assert set(first.aggregates) == {"transactions", "producer_state", "segments", "partition_producers"}
     nightly, kept = _aggregated(spark, generated_warehouse, groups, scratch, folder, "nightly", first)
     full, _ = _aggregated(spark, generated_warehouse, groups, scratch, tmp_path / "full", "full")
     assert len(full["transactions"]) > 100 and len(full["producer_state"]) > 10

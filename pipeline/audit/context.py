@@ -20,7 +20,7 @@ class AuditInputs:
     """Every DataFrame here is a scan of a table the engine materialised, or a side table as ingested.
 
     `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
-    `producer_batches`: its rows that carry producer state; `transactions`, `producer_state`, `replicas`,
+    `producer_batches`: its rows that carry producer state; `transactions`, `producer_state`, `segments`, `replicas`,
     `open_transactions`, `partitions`, `transaction_causes` (why each open transaction has no marker) and
     `coordinator_records`: derived state (pipeline.audit.state); `epoch_starts`: the first batch of each leader
     epoch, when there are leader-epoch checkpoints to check; `snapshot_states`: the replay's state of each snapshot
@@ -33,6 +33,7 @@ class AuditInputs:
     producer_batches: DataFrame
     transactions: DataFrame
     producer_state: DataFrame
+    segments: DataFrame
     replicas: DataFrame
     open_transactions: DataFrame
     partitions: DataFrame

@@ -126,7 +126,7 @@ def SNAPSHOT_FILES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None: 
     """One row per snapshot file, with the partition's segment base offsets, log start and log end."""
     if inputs.producer_snapshots is None:
         return None
-    bases = inputs.batches.groupBy(*TP).agg(
+    bases = inputs.segments.groupBy(*TP).agg(
         F.collect_set("segment_base_offset").alias("segment_bases"),
         F.max("segment_base_offset").alias("last_segment_base"),
     )
@@ -192,14 +192,12 @@ def SNAPSHOT_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | No
     """
     if inputs.producer_snapshots is None or inputs.snapshot_states is None:
         return None
-    replayed = inputs.producer_batches
     entries = producer_entries(_audited(inputs, ctx))
     replay_at_x = by_snapshot(inputs.snapshot_states)
     # The producers with a batch below each snapshot offset: those whose first batch is below it (one row per
     # producer and snapshot, not per batch and snapshot).
     pids_before = (
-        replayed.groupBy(*TP, "producer_id")
-        .agg(F.min("base_offset").alias("first_offset"))
+        inputs.producer_state.select(*TP, "producer_id", "first_offset")
         .join(F.broadcast(entries.select(*TP, "snapshot_offset").distinct()), on=TP, how="inner")
         .where(F.col("first_offset") < F.col("snapshot_offset"))
         .select(*TP, "snapshot_offset", "producer_id")

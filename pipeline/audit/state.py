@@ -22,12 +22,18 @@ from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
 from pipeline.audit.scratch import Scratch
+from pipeline.audit.segments import segment_parts
 from pipeline.audit.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
 from pipeline.audit.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.transaction_log import audited_records
 from pipeline.audit.transactions import producer_state_of, producer_state_parts, transaction_parts, transactions_of
 from pipeline.audit.txnindex import audited_replicas
-from pipeline.audit.visibility import checkpoint_log_starts, open_transactions, partition_offsets
+from pipeline.audit.visibility import (
+    checkpoint_log_starts,
+    open_transactions,
+    partition_offsets,
+    partition_producer_parts,
+)
 from pipeline.tables.files_per_partition import FileGroup
 
 
@@ -59,6 +65,8 @@ def build_state(
     first = scratch.materialise_all(
         {
             "transactions": lambda: transactions_of(kept_parts(transaction_parts(), replayed, scratch, keeping)),
+            "segments": lambda: kept_parts(segment_parts(), replayed, scratch, keeping),
+            "partition_producers": lambda: kept_parts(partition_producer_parts(), replayed, scratch, keeping),
             "producer_state": lambda: producer_state_of(kept_parts(producer_state_parts(), replayed, scratch, keeping)),
             "replicas": lambda: audited_replicas(replayed, side.get("txn_index"), side.get("producer_snapshots")),
             "coordinator_records": lambda: (
@@ -67,15 +75,18 @@ def build_state(
         }
     )
     transactions, replicas, records = first["transactions"], first["replicas"], first["coordinator_records"]
+    segments = first["segments"]
     log_starts = (
         None if checkpoints is None else scratch.materialise(checkpoint_log_starts(checkpoints, replicas), "log_starts")
     )
     open_txns = scratch.materialise(
-        open_transactions(transactions, replayed, settings, ctx.reference_time_ms, log_starts), "open_transactions"
+        open_transactions(transactions, segments, settings, ctx.reference_time_ms, log_starts), "open_transactions"
     )
     last = scratch.materialise_all(
         {
-            "partitions": lambda: partition_offsets(replayed, transactions, open_txns, log_starts),
+            "partitions": lambda: partition_offsets(
+                replayed, first["partition_producers"], transactions, open_txns, log_starts
+            ),
             "transaction_causes": lambda: transaction_causes(open_txns, transactions, records),
         }
     )
@@ -95,6 +106,7 @@ def build_state(
         producer_batches=producer_batches,
         transactions=transactions,
         producer_state=first["producer_state"],
+        segments=segments,
         replicas=replicas,
         open_transactions=open_txns,
         partitions=last["partitions"],

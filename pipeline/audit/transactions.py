@@ -332,6 +332,7 @@ def producer_state_parts() -> Mergeable:
         (*TP_PID, "transaction_version"),
         (
             Part("producer_epoch", "max", F.col("producer_epoch")),
+            Part("first_offset", "min", order),
             Part("accepted_sequence", "last", F.when(accepted, F.col("last_sequence")), F.when(accepted, order)),
             Part("last_bump", "max", F.when(epoch_bumping_marker(), order)),
             Part("last_offset", "max", F.when(F.col("is_data"), F.col("last_offset"))),
@@ -349,12 +350,14 @@ def producer_state_parts() -> Mergeable:
 def producer_state_of(parts: DataFrame) -> DataFrame:
     """State per (cluster, topic, partition, producer id) after the last batch, as describe-producers reports it,
     from its parts (`producer_state_parts`): the last sequence is -1 once a marker that changed the epoch cleared the
-    batch window (pipeline.audit.columns.window_cleared); the last accepted data batch is where the sequence is."""
+    batch window (pipeline.audit.columns.window_cleared); the last accepted data batch is where the sequence is.
+    `first_offset`, the producer's first batch, is not in the `producer_state` table."""
     cleared = cleared_after(F.col("accepted_sequence_at"), F.col("last_bump"))
     return parts.select(
         *TP_PID,
         "transaction_version",
         "producer_epoch",
+        "first_offset",
         F.when(cleared, F.lit(-1)).otherwise(F.col("accepted_sequence")).alias("last_sequence"),
         "last_offset",
         "last_timestamp",

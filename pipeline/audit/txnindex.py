@@ -27,9 +27,9 @@ from pyspark.sql import functions as F
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP
+from pipeline.audit.segments import NEVER, segment_ranges
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_EMPTY
 
-NEVER = (1 << 63) - 1
 ENTRY_OK = "ok"
 SEGMENT_FORMAT, DUMPLOG_FORMAT = "segment", "dumplog"  # `source_format` of log-dir and dump-text rows
 
@@ -239,21 +239,6 @@ def audited_entries(txn_index: DataFrame, replicas: DataFrame) -> DataFrame:
     )
 
 
-def segment_ranges(prepared: DataFrame) -> DataFrame:
-    """Segments of each audited replica with the base offset of the segment after them."""
-    following = Window.partitionBy(*TP, "broker_id").orderBy("segment_base_offset")
-    return (
-        prepared.groupBy(*TP, "broker_id", "segment_base_offset")
-        .count()
-        .select(
-            *TP,
-            "broker_id",
-            "segment_base_offset",
-            F.coalesce(F.lead("segment_base_offset").over(following), F.lit(NEVER)).alias("next_segment_base"),
-        )
-    )
-
-
 @frame("txnindex.entries", rows_of="txn_index")
 def TXN_INDEX_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Entries of the audited replicas' .txnindex files, in file order, with the owning segment's offset range.
@@ -267,7 +252,7 @@ def TXN_INDEX_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | Non
     in_file = Window.partitionBy(*TP, "broker_id", "source_file", "segment_base_offset").orderBy("position")
     return (
         audited_entries(inputs.txn_index, inputs.replicas)
-        .join(segment_ranges(inputs.batches), on=[*TP, "broker_id", "segment_base_offset"], how="left")
+        .join(segment_ranges(inputs.segments), on=[*TP, "broker_id", "segment_base_offset"], how="left")
         .withColumn("base_offset", F.col("last_offset"))
         .withColumn("producer_epoch", F.lit(None).cast("int"))
         .withColumn("previous_last_offset", F.lag("last_offset").over(in_file))

@@ -12,8 +12,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext
 from pipeline.audit.frames import OPEN_TRANSACTIONS, PARTITIONS
+from pipeline.audit.kept_aggregates import Mergeable, Part
 from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import TP
+from pipeline.audit.segments import partition_facts
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_LEGACY, STATUS_OK
 from schemas.checkpoints import LOG_START_OFFSET
@@ -97,24 +99,22 @@ def _reference_time(reference_time_ms: int | None) -> Column:
 
 def open_transactions(
     transactions: DataFrame,
-    prepared: DataFrame,
+    segments: DataFrame,
     settings: AuditSettings,
     reference_time_ms: int | None,
     checkpoint_log_starts: DataFrame | None = None,
 ) -> DataFrame:
-    """Open transactions with their reference time, whether they hang, and the checkpointed log start."""
-    partition_facts = prepared.groupBy(*TP).agg(
-        F.max("max_timestamp").alias("partition_max_timestamp"),
-        F.max("is_compacted").alias("is_compacted"),
-    )
+    """Open transactions with their reference time, whether they hang, and the checkpointed log start; the
+    partition's newest timestamp and compaction come from its `segments` (pipeline.audit.segments)."""
+    facts = partition_facts(segments)
     if checkpoint_log_starts is not None:
-        partition_facts = partition_facts.join(checkpoint_log_starts, on=TP, how="left")
+        facts = facts.join(checkpoint_log_starts, on=TP, how="left")
     else:
-        partition_facts = partition_facts.withColumn("checkpoint_log_start", F.lit(None).cast("long"))
+        facts = facts.withColumn("checkpoint_log_start", F.lit(None).cast("long"))
     limit = settings.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
     return (
         transactions.where(F.col("outcome") == OUTCOME_OPEN)
-        .join(partition_facts, on=TP, how="inner")
+        .join(facts, on=TP, how="inner")
         .withColumn("reference_time_ms", _reference_time(reference_time_ms))
         .withColumn("silent_ms", F.col("reference_time_ms") - F.col("end_timestamp"))
         .withColumn("is_hanging", F.col("silent_ms") > F.lit(limit))
@@ -194,13 +194,32 @@ def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFr
     return checkpointed_offsets(checkpoints, replicas, LOG_START_OFFSET, "checkpoint_log_start")
 
 
+def partition_producer_parts() -> Mergeable:
+    """Per (partition, producer id) of the replay: its retained offsets, batches and data records."""
+    readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
+    data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))
+    return Mergeable(
+        "partition_producers",
+        (*TP, "producer_id"),
+        (
+            Part("first_retained_offset", "min", F.when(readable, F.col("base_offset"))),
+            Part("last_offset", "max", F.when(readable, F.col("last_offset"))),
+            Part("batch_count", "count", F.when(readable, F.lit(1))),
+            Part("record_count", "sum", F.when(data, F.col("record_count"))),
+            Part("broker_id", "any", F.col("broker_id")),
+        ),
+    )
+
+
 def partition_offsets(
     prepared: DataFrame,
+    producers: DataFrame,
     transactions: DataFrame,
     open_txns: DataFrame,
     checkpoint_log_starts: DataFrame | None = None,
 ) -> DataFrame:
-    """Per partition: log start/end, first unstable offset, LSO and transaction counts.
+    """Per partition: log start/end, first unstable offset, LSO and transaction counts; `producers` are the
+    replay's `partition_producer_parts`.
 
     The log start is the first retained offset, or the checkpointed one when it is higher (DeleteRecords
     moves it inside a segment).
@@ -208,25 +227,13 @@ def partition_offsets(
     readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
     data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))
     # Per producer id first, then per partition: a distinct count in one aggregate makes Spark expand every row.
-    producer = F.when(F.col("producer_id") >= 0, F.col("producer_id")).alias("producer")
-    logs = (
-        prepared.groupBy(*TP, producer)
-        .agg(
-            F.min(F.when(readable, F.col("base_offset"))).alias("first_retained_offset"),
-            F.max(F.when(readable, F.col("last_offset"))).alias("last_offset"),
-            F.count(F.when(readable, F.lit(1))).alias("batch_count"),
-            F.sum(F.when(data, F.col("record_count"))).alias("record_count"),
-            F.first("broker_id").alias("broker_id"),
-        )
-        .groupBy(*TP)
-        .agg(
-            F.min("first_retained_offset").alias("first_retained_offset"),
-            (F.max("last_offset") + 1).alias("log_end_offset"),
-            F.sum("batch_count").alias("batch_count"),
-            F.coalesce(F.sum("record_count"), F.lit(0)).cast("long").alias("record_count"),
-            F.count("producer").alias("producer_count"),
-            F.first("broker_id").alias("broker_id"),
-        )
+    logs = producers.groupBy(*TP).agg(
+        F.min("first_retained_offset").alias("first_retained_offset"),
+        (F.max("last_offset") + 1).alias("log_end_offset"),
+        F.sum("batch_count").alias("batch_count"),
+        F.coalesce(F.sum("record_count"), F.lit(0)).cast("long").alias("record_count"),
+        F.count(F.when(F.col("producer_id") >= 0, F.lit(1))).alias("producer_count"),
+        F.first("broker_id").alias("broker_id"),
     )
     outcomes = transactions.groupBy(*TP).agg(
         F.count(F.when(F.col("outcome") == OUTCOME_COMMITTED, 1)).alias("committed_transactions"),

@@ -1,0 +1,48 @@
+"""The segments of each audited replica as the replay holds them: what the frames and state that need a partition's
+segments or newest timestamp read, instead of aggregating every replayed row again.
+
+Kept in parts beside the replay (pipeline.audit.kept_aggregates): a run that went on from a kept replay
+aggregates only the rows it replayed.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from pipeline.audit.kept_aggregates import Mergeable, Part
+from pipeline.audit.replay import TP
+
+NEVER = (1 << 63) - 1  # an offset past every other: the next segment of the last one, a transaction never closed
+
+
+def segment_parts() -> Mergeable:
+    """Per (replica, segment): its rows, their newest timestamp and whether the topic is compacted."""
+    return Mergeable(
+        "segments",
+        (*TP, "broker_id", "segment_base_offset"),
+        (
+            Part("entry_count", "count", F.lit(1)),
+            Part("max_timestamp", "max", F.col("max_timestamp")),
+            Part("is_compacted", "max", F.col("is_compacted")),
+        ),
+    )
+
+
+def segment_ranges(segments: DataFrame) -> DataFrame:
+    """Segments of each audited replica with the base offset of the segment after them."""
+    following = Window.partitionBy(*TP, "broker_id").orderBy("segment_base_offset")
+    return segments.select(
+        *TP,
+        "broker_id",
+        "segment_base_offset",
+        F.coalesce(F.lead("segment_base_offset").over(following), F.lit(NEVER)).alias("next_segment_base"),
+    )
+
+
+def partition_facts(segments: DataFrame) -> DataFrame:
+    """Per partition: the newest timestamp of its batches and whether its topic is compacted."""
+    return segments.groupBy(*TP).agg(
+        F.max("max_timestamp").alias("partition_max_timestamp"),
+        F.max("is_compacted").alias("is_compacted"),
+    )
