@@ -23,9 +23,9 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline import __version__
 from pipeline.audit.engine import SIDE_TABLES, run_audit
-from pipeline.audit.kept_aggregates import keep_parts
 from pipeline.audit.kept_findings import keep
 from pipeline.audit.kept_replay import KEPT_FOLDER, read_kept, sweep
+from pipeline.audit.kept_tables import keep_tables
 from pipeline.audit.registry import FRAMES, SEVERITIES
 from pipeline.audit.replay_files import Keeping
 from pipeline.audit.scratch import Scratch
@@ -302,7 +302,7 @@ def _audit(
                 {table: partial(write_output, table, partition_by) for table, partition_by in AUDIT_TABLES.items()}
             )
         )
-        keep_parts(keeping, scratch)
+        keep_tables(keeping, scratch)
         keep(keeping, scratch, ROW_FRAMES)
     finally:
         scratch.remove()

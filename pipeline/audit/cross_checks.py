@@ -194,7 +194,7 @@ def OFFSET_COMMITS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None: 
     records = inputs.coordinator_records
     if records is None or inputs.offset_commits is None:
         return None
-    replicas = inputs.batches.select(*TP, "broker_id").distinct()
+    replicas = inputs.segments.select(*TP, "broker_id").distinct()
     return (
         inputs.offset_commits.where(F.col("decode_error").isNull())
         .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))

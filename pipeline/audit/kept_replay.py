@@ -70,7 +70,7 @@ class KeptReplay:
     ends: list[str] = field(default_factory=list)
     coordinator_versions: str | None = None
     row_findings: dict[str, str] = field(default_factory=dict)  # per row frame: the folder of its findings
-    aggregates: dict[str, str] = field(default_factory=dict)  # per kept aggregate: the folder of its parts
+    tables: dict[str, str] = field(default_factory=dict)  # per table made from the replay: its folder (kept_tables)
 
 
 def partition_key(topic: str, partition: int) -> str:
@@ -140,7 +140,7 @@ def _moved(kept: KeptReplay, move) -> KeptReplay:
         ends=[move(path) for path in kept.ends],
         coordinator_versions=None if kept.coordinator_versions is None else move(kept.coordinator_versions),
         row_findings={name: move(path) for name, path in kept.row_findings.items()},
-        aggregates={name: move(path) for name, path in kept.aggregates.items()},
+        tables={name: move(path) for name, path in kept.tables.items()},
     )
 
 
@@ -176,7 +176,7 @@ def _remove(files: pafs.FileSystem, path: str) -> None:
 def _names(kept: KeptReplay) -> list[str]:
     """The paths of the files (and the coordinator versions' folder) the manifest names."""
     paths = [*kept.tails, *kept.ends, *(path for part in kept.partitions.values() for path in part["body"])]
-    paths += [*kept.row_findings.values(), *kept.aggregates.values()]
+    paths += [*kept.row_findings.values(), *kept.tables.values()]
     return [*paths, kept.coordinator_versions] if kept.coordinator_versions else paths
 
 

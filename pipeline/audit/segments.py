@@ -1,7 +1,7 @@
 """The segments of each audited replica as the replay holds them: what the frames and state that need a partition's
 segments or newest timestamp read, instead of aggregating every replayed row again.
 
-Kept in parts beside the replay (pipeline.audit.kept_aggregates): a run that went on from a kept replay
+Kept in parts beside the replay (pipeline.audit.kept_tables): a run that went on from a kept replay
 aggregates only the rows it replayed.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.kept_aggregates import Mergeable, Part
+from pipeline.audit.kept_tables import Mergeable, Part
 from pipeline.audit.replay import TP
 
 NEVER = (1 << 63) - 1  # an offset past every other: the next segment of the last one, a transaction never closed

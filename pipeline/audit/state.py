@@ -2,7 +2,7 @@
 
 `replay` (every entry with file-order and producer state, pipeline.audit.replay) is computed with one exchange
 of the batches; `transactions` and `producer_state` (aggregated from parts a run keeps beside a kept replay:
-pipeline.audit.kept_aggregates), `replicas`, `log_starts`, `open_transactions`, `partitions`,
+pipeline.audit.kept_tables), `replicas`, `log_starts`, `open_transactions`, `partitions`,
 `transaction_causes`, `coordinator_records` and `epoch_starts` are aggregates and joins of it, each a small
 plan over scans; `snapshot_states` is read from the replay's files by a pass of its own
 (pipeline.audit.snapshot_states).
@@ -11,13 +11,14 @@ plan over scans; `snapshot_states` is read from the replay's files by a pass of 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.hanging import transaction_causes
-from pipeline.audit.kept_aggregates import kept_parts
+from pipeline.audit.kept_tables import kept_parts, kept_rows, parts_table, rows_table
 from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
@@ -35,6 +36,12 @@ from pipeline.audit.visibility import (
     partition_producer_parts,
 )
 from pipeline.tables.files_per_partition import FileGroup
+from schemas.batches import STATUS_OK
+
+
+def marker_rows() -> Column:
+    """The replay's valid COMMIT and ABORT markers, which the coordinator cross-checks and global transactions read."""
+    return F.col("is_marker") & (F.col("entry_status") == STATUS_OK)
 
 
 def build_state(
@@ -62,30 +69,35 @@ def build_state(
         replayed = scratch.materialise_pass(replay_pass(batches, settings, transaction_log), "replay")
         units = [ReplayUnit((path,)) for path in scratch.files("replay")]
     producer_batches = replayed.where(F.col("is_producer_row"))
+    kept = {
+        parts_table(aggregate): partial(kept_parts, aggregate, replayed, keeping)
+        for aggregate in (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
+    }
+    kept[rows_table("markers")] = partial(kept_rows, "markers", marker_rows(), replayed, keeping)
     first = scratch.materialise_all(
         {
-            "transactions": lambda: transactions_of(kept_parts(transaction_parts(), replayed, scratch, keeping)),
-            "segments": lambda: kept_parts(segment_parts(), replayed, scratch, keeping),
-            "partition_producers": lambda: kept_parts(partition_producer_parts(), replayed, scratch, keeping),
-            "producer_state": lambda: producer_state_of(kept_parts(producer_state_parts(), replayed, scratch, keeping)),
+            **kept,
             "replicas": lambda: audited_replicas(replayed, side.get("txn_index"), side.get("producer_snapshots")),
-            "coordinator_records": lambda: (
-                None if transaction_log is None else audited_records(transaction_log, replayed, checkpoints)
-            ),
         }
     )
-    transactions, replicas, records = first["transactions"], first["replicas"], first["coordinator_records"]
-    segments = first["segments"]
-    log_starts = (
-        None if checkpoints is None else scratch.materialise(checkpoint_log_starts(checkpoints, replicas), "log_starts")
+    transactions = transactions_of(first["parts/transactions"])
+    segments, replicas = first["parts/segments"], first["replicas"]
+    second = scratch.materialise_all(
+        {
+            "coordinator_records": lambda: (
+                None if transaction_log is None else audited_records(transaction_log, segments, checkpoints)
+            ),
+            "log_starts": lambda: None if checkpoints is None else checkpoint_log_starts(checkpoints, replicas),
+        }
     )
+    records, log_starts = second["coordinator_records"], second["log_starts"]
     open_txns = scratch.materialise(
         open_transactions(transactions, segments, settings, ctx.reference_time_ms, log_starts), "open_transactions"
     )
     last = scratch.materialise_all(
         {
             "partitions": lambda: partition_offsets(
-                replayed, first["partition_producers"], transactions, open_txns, log_starts
+                replayed, first["parts/partition_producers"], transactions, open_txns, log_starts
             ),
             "transaction_causes": lambda: transaction_causes(open_txns, transactions, records),
         }
@@ -105,8 +117,9 @@ def build_state(
         batches=replayed,
         producer_batches=producer_batches,
         transactions=transactions,
-        producer_state=first["producer_state"],
+        producer_state=producer_state_of(first["parts/producer_state"]),
         segments=segments,
+        markers=first["rows/markers"],
         replicas=replicas,
         open_transactions=open_txns,
         partitions=last["partitions"],

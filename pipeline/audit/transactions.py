@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from pipeline.audit.columns import accepted_data, cleared_after, epoch_bumping_marker
 from pipeline.audit.context import AuditContext
 from pipeline.audit.frames import PRODUCER_BATCHES
-from pipeline.audit.kept_aggregates import Mergeable, Part
+from pipeline.audit.kept_tables import Mergeable, Part
 from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP_PID
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext
 from pipeline.audit.frames import OPEN_TRANSACTIONS, PARTITIONS
-from pipeline.audit.kept_aggregates import Mergeable, Part
+from pipeline.audit.kept_tables import Mergeable, Part
 from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import TP
 from pipeline.audit.segments import partition_facts

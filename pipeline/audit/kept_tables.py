@@ -1,5 +1,6 @@
-"""Aggregates over the replay kept in parts that merge, so that a run that went on from a kept replay aggregates only
-the rows it replayed.
+"""Tables made from the replay and kept beside it, so that a run that went on from a kept replay makes them from the
+rows it replayed: aggregates kept in parts that merge (`kept_parts`) and the replay's rows of one kind
+(`kept_rows`).
 
 An aggregate whose every column is a sum, count, minimum or maximum, or the value at the first or last row in an
 order, can be taken over some of its rows and the results merged: the merge of the parts of the kept rows with the
@@ -9,7 +10,8 @@ next entry, which no part reads); so the parts a run keeps beside its replay, fo
 merged with the parts of the rows it replayed but those, are the parts of the whole replay. The key of an
 aggregate must hold what a partition replayed whole may change (the transaction version: a partition where a
 producer's changes is replayed whole), and a "first"/"last" order must be the rows' offsets, which the appended
-rows continue.
+rows continue. The rows of one kind a run keeps, for the partitions that went on, but those it wrote again, with
+the rows it replayed of that kind, are the rows of the whole replay of that kind.
 """
 
 from __future__ import annotations
@@ -79,45 +81,80 @@ _OVER_ROWS = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max, "any":
 _OVER_PARTS = {"sum": F.sum, "count": F.sum, "min": F.min, "max": F.max, "any": F.first}
 
 
-def kept_parts(aggregate: Mergeable, replay: DataFrame, scratch: Scratch, keeping: Keeping | None) -> DataFrame:
-    """The parts of `aggregate` over every row of `replay`, written to the scratch table `parts/<name>` (which the
-    run keeps: `keep_parts`). When the replay went on from a kept one that holds them, only the rows it replayed
-    are aggregated, and merged with the kept parts of the partitions that went on."""
+def parts_table(aggregate: Mergeable) -> str:
+    """The scratch table a run writes `aggregate`'s parts to, and keeps (`keep_tables`)."""
+    return f"parts/{aggregate.name}"
+
+
+def rows_table(name: str) -> str:
+    """The scratch table a run writes its replay's rows of kind `name` to, and keeps (`keep_tables`)."""
+    return f"rows/{name}"
+
+
+def kept_parts(aggregate: Mergeable, replay: DataFrame, keeping: Keeping | None) -> DataFrame:
+    """The parts of `aggregate` over every row of `replay`, to write as `parts_table`. When the replay went on
+    from a kept one that holds them, only the rows it replayed are aggregated, and merged with the kept parts of
+    the partitions that went on."""
     outcome = keeping.outcome if keeping is not None else None
-    name = f"parts/{aggregate.name}"
-    if not _kept_for(outcome, aggregate.name):
-        return scratch.materialise(aggregate.of(replay), name)
+    table = parts_table(aggregate)
+    if not _kept_for(outcome, table):
+        return aggregate.of(replay)
     log.info(
         "aggregate %s: over the replayed rows, merged with the kept parts of %d partition(s)",
         aggregate.name,
         len(outcome.went_on),
     )
-    spark = replay.sparkSession
-    went_on = F.broadcast(spark.createDataFrame(outcome.went_on, "topic string, partition int"))
-    earlier = spark.read.parquet(outcome.earlier.aggregates[aggregate.name]).join(went_on, PARTITION, "left_semi")
-    added = aggregate.of(_added_rows(outcome, went_on))
-    return scratch.materialise(aggregate.merged(added.unionByName(earlier)), name)
+    went_on = _went_on(outcome)
+    earlier = replay.sparkSession.read.parquet(outcome.earlier.tables[table]).join(went_on, PARTITION, "left_semi")
+    return aggregate.merged(aggregate.of(_added_rows(outcome, went_on)).unionByName(earlier))
 
 
-def keep_parts(keeping: Keeping | None, scratch: Scratch) -> None:
-    """Move the parts the run aggregated beside its replay and name them in its manifest (written after this)."""
+def kept_rows(name: str, kind: Column, replay: DataFrame, keeping: Keeping | None) -> DataFrame:
+    """The rows of `replay` where `kind` holds, to write as `rows_table(name)`. When the replay went on from a
+    kept one that holds them, only the rows it replayed are filtered, and added to the kept rows of the partitions
+    that went on but those it wrote again."""
+    outcome = keeping.outcome if keeping is not None else None
+    table = rows_table(name)
+    if not _kept_for(outcome, table):
+        return replay.where(kind)
+    log.info("rows %s: of the replayed rows, with the kept ones of %d partition(s)", name, len(outcome.went_on))
+    went_on = _went_on(outcome)
+    earlier = replay.sparkSession.read.schema(replay.schema).parquet(outcome.earlier.tables[table])
+    earlier = earlier.join(went_on, PARTITION, "left_semi")
+    again = _written_again(outcome, went_on)
+    if again is not None:
+        earlier = earlier.join(F.broadcast(again), LOCATION, "left_anti")
+    return outcome.replayed.where(kind).unionByName(earlier.select(*replay.columns))
+
+
+def keep_tables(keeping: Keeping | None, scratch: Scratch) -> None:
+    """Move the tables the run made to keep beside its replay and name them in its manifest (written after this)."""
     if keeping is None or keeping.outcome is None:
         return
-    for name in scratch.names("parts/"):
-        aggregate = name.removeprefix("parts/")
-        target = f"{keeping.folder}/{keeping.run_id}/parts-{aggregate}"
+    for name in [*scratch.names("parts/"), *scratch.names("rows/")]:
+        target = f"{keeping.folder}/{keeping.run_id}/{name.replace('/', '-')}"
         scratch.move(name, target)
-        keeping.outcome.kept.aggregates[aggregate] = target
+        keeping.outcome.kept.tables[name] = target
 
 
-def _kept_for(outcome: ReplayOutcome | None, aggregate: str) -> bool:
-    return outcome is not None and outcome.earlier is not None and aggregate in outcome.earlier.aggregates
+def _kept_for(outcome: ReplayOutcome | None, table: str) -> bool:
+    return outcome is not None and outcome.earlier is not None and table in outcome.earlier.tables
+
+
+def _went_on(outcome: ReplayOutcome) -> DataFrame:
+    spark = outcome.replayed.sparkSession
+    return F.broadcast(spark.createDataFrame(outcome.went_on, "topic string, partition int"))
+
+
+def _written_again(outcome: ReplayOutcome, went_on: DataFrame) -> DataFrame | None:
+    """Where the kept last rows of the partitions that went on are, which the replay wrote again."""
+    if not outcome.earlier.tails:
+        return None
+    tails = outcome.replayed.sparkSession.read.parquet(*outcome.earlier.tails)
+    return tails.select(*LOCATION).join(went_on, PARTITION, "left_semi")
 
 
 def _added_rows(outcome: ReplayOutcome, went_on: DataFrame) -> DataFrame:
     """The rows the replay wrote but the kept last rows of the partitions that went on, which it wrote again."""
-    if not outcome.earlier.tails:
-        return outcome.replayed
-    spark = outcome.replayed.sparkSession
-    again = spark.read.parquet(*outcome.earlier.tails).select(*LOCATION).join(went_on, PARTITION, "left_semi")
-    return outcome.replayed.join(F.broadcast(again), LOCATION, "left_anti")
+    again = _written_again(outcome, went_on)
+    return outcome.replayed if again is None else outcome.replayed.join(F.broadcast(again), LOCATION, "left_anti")
