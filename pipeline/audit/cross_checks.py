@@ -301,7 +301,7 @@ def TRANSACTIONAL_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame
     if records is None:
         return None
     writers = (
-        inputs.batches.where(F.col("is_transactional") & (F.col("producer_id") >= 0))
+        inputs.partition_producers.where((F.col("transactional_batches") > 0) & (F.col("producer_id") >= 0))
         .select(*CLUSTER_PRODUCER)
         .distinct()
     )

@@ -1,5 +1,5 @@
-"""The segments of each audited replica as the replay holds them: what the frames and state that need a partition's
-segments or newest timestamp read, instead of aggregating every replayed row again.
+"""The segments of each audited replica as the replay holds them: what the frames and state that need a replica's
+segments, source or newest timestamp read, instead of aggregating every replayed row again.
 
 Kept in parts beside the replay (pipeline.audit.kept_tables): a run that went on from a kept replay
 aggregates only the rows it replayed.
@@ -17,10 +17,10 @@ NEVER = (1 << 63) - 1  # an offset past every other: the next segment of the las
 
 
 def segment_parts() -> Mergeable:
-    """Per (replica, segment): its rows, their newest timestamp and whether the topic is compacted."""
+    """Per (replica, segment, source format): its rows, their newest timestamp and whether the topic is compacted."""
     return Mergeable(
         "segments",
-        (*TP, "broker_id", "segment_base_offset"),
+        (*TP, "broker_id", "segment_base_offset", "source_format"),
         (
             Part("entry_count", "count", F.lit(1)),
             Part("max_timestamp", "max", F.col("max_timestamp")),
@@ -32,11 +32,15 @@ def segment_parts() -> Mergeable:
 def segment_ranges(segments: DataFrame) -> DataFrame:
     """Segments of each audited replica with the base offset of the segment after them."""
     following = Window.partitionBy(*TP, "broker_id").orderBy("segment_base_offset")
-    return segments.select(
-        *TP,
-        "broker_id",
-        "segment_base_offset",
-        F.coalesce(F.lead("segment_base_offset").over(following), F.lit(NEVER)).alias("next_segment_base"),
+    return (
+        segments.select(*TP, "broker_id", "segment_base_offset")
+        .distinct()
+        .select(
+            *TP,
+            "broker_id",
+            "segment_base_offset",
+            F.coalesce(F.lead("segment_base_offset").over(following), F.lit(NEVER)).alias("next_segment_base"),
+        )
     )
 
 

@@ -74,23 +74,21 @@ def build_state(
         for aggregate in (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
     }
     kept[rows_table("markers")] = partial(kept_rows, "markers", marker_rows(), replayed, keeping)
-    first = scratch.materialise_all(
-        {
-            **kept,
-            "replicas": lambda: audited_replicas(replayed, side.get("txn_index"), side.get("producer_snapshots")),
-        }
-    )
+    first = scratch.materialise_all(kept)
     transactions = transactions_of(first["parts/transactions"])
-    segments, replicas = first["parts/segments"], first["replicas"]
+    segments = first["parts/segments"]
     second = scratch.materialise_all(
         {
+            "replicas": lambda: audited_replicas(segments, side.get("txn_index"), side.get("producer_snapshots")),
             "coordinator_records": lambda: (
                 None if transaction_log is None else audited_records(transaction_log, segments, checkpoints)
             ),
-            "log_starts": lambda: None if checkpoints is None else checkpoint_log_starts(checkpoints, replicas),
         }
     )
-    records, log_starts = second["coordinator_records"], second["log_starts"]
+    replicas, records = second["replicas"], second["coordinator_records"]
+    log_starts = (
+        None if checkpoints is None else scratch.materialise(checkpoint_log_starts(checkpoints, replicas), "log_starts")
+    )
     open_txns = scratch.materialise(
         open_transactions(transactions, segments, settings, ctx.reference_time_ms, log_starts), "open_transactions"
     )
@@ -120,6 +118,7 @@ def build_state(
         producer_state=producer_state_of(first["parts/producer_state"]),
         segments=segments,
         markers=first["rows/markers"],
+        partition_producers=first["parts/partition_producers"],
         replicas=replicas,
         open_transactions=open_txns,
         partitions=last["partitions"],

@@ -213,17 +213,18 @@ _ABORT_COLUMNS = (
 )
 
 
-def audited_replicas(prepared: DataFrame, *side_files: DataFrame | None) -> DataFrame:
+def audited_replicas(segments: DataFrame, *side_files: DataFrame | None) -> DataFrame:
     """Replicas the audit reads that came from log directories, where .txnindex files sit beside segments, and
     the partitions read from dump text whose dump also printed such files: `side_files` (the txn_index and
-    producer_snapshots tables, None when absent) say which, by their dump-text rows."""
-    replicas = prepared.where(F.col("source_format") == SEGMENT_FORMAT)
+    producer_snapshots tables, None when absent) say which, by their dump-text rows. `segments`: the replay's
+    (pipeline.audit.segments)."""
+    replicas = segments.where(F.col("source_format") == SEGMENT_FORMAT)
     printed = [
         files.where(F.col("source_format") == DUMPLOG_FORMAT).select(*TP) for files in side_files if files is not None
     ]
     if printed:
         dumped = reduce(DataFrame.union, printed).distinct()
-        from_text = prepared.where(F.col("source_format") == DUMPLOG_FORMAT)
+        from_text = segments.where(F.col("source_format") == DUMPLOG_FORMAT)
         replicas = replicas.unionByName(from_text.join(F.broadcast(dumped), on=TP, how="left_semi"))
     return (
         replicas.groupBy(*TP, "broker_id")

@@ -195,7 +195,8 @@ def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFr
 
 
 def partition_producer_parts() -> Mergeable:
-    """Per (partition, producer id) of the replay: its retained offsets, batches and data records."""
+    """Per (partition, producer id) of the replay: its retained offsets, batches, data records and transactional
+    batches."""
     readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
     data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))
     return Mergeable(
@@ -206,6 +207,7 @@ def partition_producer_parts() -> Mergeable:
             Part("last_offset", "max", F.when(readable, F.col("last_offset"))),
             Part("batch_count", "count", F.when(readable, F.lit(1))),
             Part("record_count", "sum", F.when(data, F.col("record_count"))),
+            Part("transactional_batches", "count", F.when(F.col("is_transactional"), F.lit(1))),
             Part("broker_id", "any", F.col("broker_id")),
         ),
     )
