@@ -50,6 +50,8 @@ SLOW_SCOPES = {
     "test_notebook.py": 35,
     "test_hanging.py": 35,
     "test_golden.py": 30,
+    "test_kept_replay.py": 35,
+    "test_clusters.py": 35,
 }
 
 
