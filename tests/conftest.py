@@ -29,18 +29,18 @@ SHARED_FIXTURES = {
 SLOW_SCOPES = {
     "test_broker_conformance.py": 300,
     "test_run_atomicity.py": 220,
+    "test_nightly_append.py": 185,
     "test_cluster_run.py": 180,
-    "test_end_to_end.py": 100,
-    "test_nightly_append.py": 100,
+    "generated_logs": 120,
+    "test_native_backend.py": 115,
+    "test_end_to_end.py": 75,
     "test_end_to_end_realdata.py": 70,
-    "test_dumplog_parity.py": 150,
+    "test_dumplog_parity.py": 95,
     "test_resource_bounds.py": 110,
     "test_rules.py": 100,
     "test_generate.py": 100,
     "two_audit_runs": 90,
-    "test_native_backend.py": 80,
     "test_remote_inputs.py": 80,
-    "generated_logs": 80,
     "test_cli.py": 60,
     "test_incremental_ingest.py": 60,
     "test_baseline_replay.py": 60,
@@ -50,6 +50,8 @@ SLOW_SCOPES = {
     "test_notebook.py": 35,
     "test_hanging.py": 35,
     "test_golden.py": 30,
+    "test_kept_replay.py": 35,
+    "test_clusters.py": 35,
 }
 
 
