@@ -14,7 +14,7 @@ from pyspark.testing import assertDataFrameEqual
 
 import schemas
 from pipeline.audit.kept_replay import KeptReplay, read_kept, sweep, write_kept
-from pipeline.audit.kept_tables import keep_tables, kept_parts, kept_rows, parts_table, rows_table
+from pipeline.audit.kept_tables import keep_tables, kept_parts, parts_table
 from pipeline.audit.replay_files import Keeping, replay_kept
 from pipeline.audit.segments import segment_parts
 from pipeline.audit.transactions import producer_state_of, producer_state_parts, transaction_parts, transactions_of
@@ -43,24 +43,19 @@ def _replayed(spark, warehouse, groups, scratch, folder: Path, run_id: str, earl
 
 def _aggregated(spark, warehouse, groups, scratch, folder: Path, run_id: str, earlier: KeptReplay | None = None):
     """The transactions, producer state, segments and partition producers of a run's replay, from the parts it
-    aggregated, and its markers (going on from those `earlier` kept where its replay went on), and the manifest
-    that keeps them."""
+    aggregated (going on from those `earlier` kept where its replay went on), and the manifest that keeps them."""
     stage = scratch(run_id)
     keeping = Keeping(str(folder), run_id, earlier)
     replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, stage, keeping)
     aggregates = (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
     written = stage.materialise_all(
-        {
-            **{parts_table(aggregate): partial(kept_parts, aggregate, replay, keeping) for aggregate in aggregates},
-            rows_table("markers"): partial(kept_rows, "markers", F.col("is_marker"), replay, keeping),
-        }
+        {parts_table(aggregate): partial(kept_parts, aggregate, replay, keeping) for aggregate in aggregates}
     )
     tables = {
         "transactions": transactions_of(written["parts/transactions"]).collect(),
         "producer_state": producer_state_of(written["parts/producer_state"]).collect(),
         "segments": written["parts/segments"].collect(),
         "partition_producers": written["parts/partition_producers"].collect(),
-        "markers": written["rows/markers"].collect(),
     }
     keep_tables(keeping, stage)
     write_kept(str(folder), keeping.outcome.kept)
@@ -138,7 +133,7 @@ def test_the_kept_parts_merged_with_those_of_the_replayed_rows_aggregate_all_row
     folder = tmp_path / "_replay"
     _, first = _aggregated(spark, generated_warehouse, _withheld(groups, 2), scratch, folder, "first")
     aggregates = ("transactions", "producer_state", "segments", "partition_producers")
-    assert set(first.tables) == {*(f"parts/{name}" for name in aggregates), "rows/markers"}
+    assert set(first.tables) == {f"parts/{name}" for name in aggregates}
     nightly, kept = _aggregated(spark, generated_warehouse, groups, scratch, folder, "nightly", first)
     full, _ = _aggregated(spark, generated_warehouse, groups, scratch, tmp_path / "full", "full")
     assert len(full["transactions"]) > 100 and len(full["producer_state"]) > 10

@@ -128,7 +128,6 @@ def test_nightly_rerun_after_an_append_gives_a_full_runs_tables(final_root, tmp_
     assert "aggregate producer_state: over the replayed rows" in rerun_log
     assert "aggregate segments: over the replayed rows" in rerun_log
     assert "aggregate partition_producers: over the replayed rows" in rerun_log
-    assert "rows markers: of the replayed rows" in rerun_log
     assert log_append.differing_rows(nightly, full) == {}
     assert {table: differing for table in INGEST_TABLES if (differing := differing_rows(nightly, full, table))} == {}
     # The unchanged `__transaction_state` segments kept their transaction_log files; the grown ones got new ones.

@@ -143,7 +143,7 @@ def test_without_deep_no_payloads_table_and_no_payload_frames(spark, tmp_path, d
     assert not store.exists("payloads")
     # the frames of an audit without payloads are skipped before reading anything else
     anything = deep_audit[0].read("payloads", schema=PAYLOADS)
-    inputs = AuditInputs(*[anything] * 12)
+    inputs = AuditInputs(*[anything] * 11)
     ctx = AuditContext(settings(deep=False).audit)
     assert {check.frame for code in ("PAY-001", "PAY-002") for check in RULES[code].checks} == set(PAYLOAD_FRAMES)
     assert [FRAMES[name].build(inputs, ctx) for name in PAYLOAD_FRAMES] == [None, None]

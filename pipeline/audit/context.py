@@ -20,13 +20,13 @@ class AuditInputs:
     """Every DataFrame here is a scan of a table the engine materialised, or a side table as ingested.
 
     `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
-    `producer_batches`: its rows that carry producer state; `markers`: its valid COMMIT and ABORT markers;
-    `transactions`, `producer_state`, `segments`, `partition_producers`, `replicas`, `open_transactions`,
-    `partitions`, `transaction_causes` (why each open transaction has no marker) and `coordinator_records`: derived
-    state (pipeline.audit.state); `epoch_starts`: the first batch of each leader epoch, when there are leader-epoch
-    checkpoints to check; `snapshot_states`: the replay's state of each snapshot entry's producer at its offset,
-    when there are snapshots; `all_batches`: every entry of every replica as ingested, for the rules that compare
-    replicas. Side tables are None when the input had none; `payloads` is None unless the run is in deep mode.
+    `producer_batches`: its rows that carry producer state; `transactions`, `producer_state`, `segments`,
+    `partition_producers`, `replicas`, `open_transactions`, `partitions`, `transaction_causes` (why each open
+    transaction has no marker) and `coordinator_records`: derived state (pipeline.audit.state); `epoch_starts`: the
+    first batch of each leader epoch, when there are leader-epoch checkpoints to check; `snapshot_states`: the
+    replay's state of each snapshot entry's producer at its offset, when there are snapshots; `all_batches`: every
+    entry of every replica as ingested, for the rules that compare replicas. Side tables are None when the input had
+    none; `payloads` is None unless the run is in deep mode.
     """
 
     batches: DataFrame
@@ -34,7 +34,6 @@ class AuditInputs:
     transactions: DataFrame
     producer_state: DataFrame
     segments: DataFrame
-    markers: DataFrame
     partition_producers: DataFrame
     replicas: DataFrame
     open_transactions: DataFrame

@@ -24,6 +24,7 @@ from pipeline.audit.cross_checks import (
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from pipeline.audit.transaction_log import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
+from schemas.batches import STATUS_OK
 from schemas.transactions import OUTCOME_OPEN
 
 MARKER_CONTRADICTS_DECISION = rule(
@@ -178,7 +179,12 @@ def MARKERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa
         F.col("producer_epoch").alias("closed_data_epoch"),
     )
     markers = (
-        inputs.markers.withColumn("tp_name", tp_name())
+        inputs.batches.where(
+            (F.col("entry_status") == STATUS_OK)
+            & F.col("is_control")
+            & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
+        )
+        .withColumn("tp_name", tp_name())
         .join(known_producers(records), on=CLUSTER_PRODUCER, how="inner")
         .join(_decisions_by_marker(records), on=[*CLUSTER_PRODUCER, "producer_epoch", "tp_name"], how="left")
         .join(closed, on=[*TP, "producer_id", "base_offset"], how="left")

@@ -109,8 +109,8 @@ def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
 
 def build_global_transactions(records: DataFrame, batches: DataFrame, partitions: DataFrame) -> DataFrame:
     """`global_transactions` rows (without the run id) from the audited coordinator records, the audited
-    replicas' batches (the markers among them are read: the run passes the replay's markers alone) and their
-    partitions, a row each (`transaction_log.audited_records`, the replay, `partitions`)."""
+    replicas' batches and their partitions, a row each (`transaction_log.audited_records`, the replay,
+    `partitions`)."""
     decisions = _decisions(records)
     audited = partitions.select("cluster_id", tp_name().alias("tp_name")).withColumn("in_input", F.lit(True))
     name = F.split("tp_name", "-")

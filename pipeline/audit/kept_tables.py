@@ -1,6 +1,5 @@
-"""Tables made from the replay and kept beside it, so that a run that went on from a kept replay makes them from the
-rows it replayed: aggregates kept in parts that merge (`kept_parts`) and the replay's rows of one kind
-(`kept_rows`).
+"""Aggregates of the replay kept beside it in parts that merge, so that a run that went on from a kept replay
+aggregates only the rows it replayed.
 
 An aggregate whose every column is a sum, count, minimum or maximum, or the value at the first or last row in an
 order, can be taken over some of its rows and the results merged: the merge of the parts of the kept rows with the
@@ -10,8 +9,7 @@ next entry, which no part reads); so the parts a run keeps beside its replay, fo
 merged with the parts of the rows it replayed but those, are the parts of the whole replay. The key of an
 aggregate must hold what a partition replayed whole may change (the transaction version: a partition where a
 producer's changes is replayed whole), and a "first"/"last" order must be the rows' offsets, which the appended
-rows continue. The rows of one kind a run keeps, for the partitions that went on, but those it wrote again, with
-the rows it replayed of that kind, are the rows of the whole replay of that kind.
+rows continue.
 """
 
 from __future__ import annotations
@@ -86,11 +84,6 @@ def parts_table(aggregate: Mergeable) -> str:
     return f"parts/{aggregate.name}"
 
 
-def rows_table(name: str) -> str:
-    """The scratch table a run writes its replay's rows of kind `name` to, and keeps (`keep_tables`)."""
-    return f"rows/{name}"
-
-
 def kept_parts(aggregate: Mergeable, replay: DataFrame, keeping: Keeping | None) -> DataFrame:
     """The parts of `aggregate` over every row of `replay`, to write as `parts_table`. When the replay went on
     from a kept one that holds them, only the rows it replayed are aggregated, and merged with the kept parts of
@@ -109,29 +102,11 @@ def kept_parts(aggregate: Mergeable, replay: DataFrame, keeping: Keeping | None)
     return aggregate.merged(aggregate.of(_added_rows(outcome, went_on)).unionByName(earlier))
 
 
-def kept_rows(name: str, kind: Column, replay: DataFrame, keeping: Keeping | None) -> DataFrame:
-    """The rows of `replay` where `kind` holds, to write as `rows_table(name)`. When the replay went on from a
-    kept one that holds them, only the rows it replayed are filtered, and added to the kept rows of the partitions
-    that went on but those it wrote again."""
-    outcome = keeping.outcome if keeping is not None else None
-    table = rows_table(name)
-    if not _kept_for(outcome, table):
-        return replay.where(kind)
-    log.info("rows %s: of the replayed rows, with the kept ones of %d partition(s)", name, len(outcome.went_on))
-    went_on = _went_on(outcome)
-    earlier = replay.sparkSession.read.schema(replay.schema).parquet(outcome.earlier.tables[table])
-    earlier = earlier.join(went_on, PARTITION, "left_semi")
-    again = _written_again(outcome, went_on)
-    if again is not None:
-        earlier = earlier.join(F.broadcast(again), LOCATION, "left_anti")
-    return outcome.replayed.where(kind).unionByName(earlier.select(*replay.columns))
-
-
 def keep_tables(keeping: Keeping | None, scratch: Scratch) -> None:
     """Move the tables the run made to keep beside its replay and name them in its manifest (written after this)."""
     if keeping is None or keeping.outcome is None:
         return
-    for name in [*scratch.names("parts/"), *scratch.names("rows/")]:
+    for name in scratch.names("parts/"):
         target = f"{keeping.folder}/{keeping.run_id}/{name.replace('/', '-')}"
         scratch.move(name, target)
         keeping.outcome.kept.tables[name] = target
@@ -146,15 +121,10 @@ def _went_on(outcome: ReplayOutcome) -> DataFrame:
     return F.broadcast(spark.createDataFrame(outcome.went_on, "topic string, partition int"))
 
 
-def _written_again(outcome: ReplayOutcome, went_on: DataFrame) -> DataFrame | None:
-    """Where the kept last rows of the partitions that went on are, which the replay wrote again."""
-    if not outcome.earlier.tails:
-        return None
-    tails = outcome.replayed.sparkSession.read.parquet(*outcome.earlier.tails)
-    return tails.select(*LOCATION).join(went_on, PARTITION, "left_semi")
-
-
 def _added_rows(outcome: ReplayOutcome, went_on: DataFrame) -> DataFrame:
     """The rows the replay wrote but the kept last rows of the partitions that went on, which it wrote again."""
-    again = _written_again(outcome, went_on)
-    return outcome.replayed if again is None else outcome.replayed.join(F.broadcast(again), LOCATION, "left_anti")
+    if not outcome.earlier.tails:
+        return outcome.replayed
+    tails = outcome.replayed.sparkSession.read.parquet(*outcome.earlier.tails)
+    again = tails.select(*LOCATION).join(went_on, PARTITION, "left_semi")
+    return outcome.replayed.join(F.broadcast(again), LOCATION, "left_anti")

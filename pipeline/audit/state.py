@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.hanging import transaction_causes
-from pipeline.audit.kept_tables import kept_parts, kept_rows, parts_table, rows_table
+from pipeline.audit.kept_tables import kept_parts, parts_table
 from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
@@ -36,12 +36,6 @@ from pipeline.audit.visibility import (
     partition_producer_parts,
 )
 from pipeline.tables.files_per_partition import FileGroup
-from schemas.batches import STATUS_OK
-
-
-def marker_rows() -> Column:
-    """The replay's valid COMMIT and ABORT markers, which the coordinator cross-checks and global transactions read."""
-    return F.col("is_marker") & (F.col("entry_status") == STATUS_OK)
 
 
 def build_state(
@@ -73,19 +67,19 @@ def build_state(
         parts_table(aggregate): partial(kept_parts, aggregate, replayed, keeping)
         for aggregate in (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
     }
-    kept[rows_table("markers")] = partial(kept_rows, "markers", marker_rows(), replayed, keeping)
-    first = scratch.materialise_all(kept)
-    transactions = transactions_of(first["parts/transactions"])
-    segments = first["parts/segments"]
-    second = scratch.materialise_all(
+    first = scratch.materialise_all(
         {
-            "replicas": lambda: audited_replicas(segments, side.get("txn_index"), side.get("producer_snapshots")),
+            **kept,
             "coordinator_records": lambda: (
-                None if transaction_log is None else audited_records(transaction_log, segments, checkpoints)
+                None if transaction_log is None else audited_records(transaction_log, replayed, checkpoints)
             ),
         }
     )
-    replicas, records = second["replicas"], second["coordinator_records"]
+    transactions = transactions_of(first["parts/transactions"])
+    segments, records = first["parts/segments"], first["coordinator_records"]
+    replicas = scratch.materialise(
+        audited_replicas(segments, side.get("txn_index"), side.get("producer_snapshots")), "replicas"
+    )
     log_starts = (
         None if checkpoints is None else scratch.materialise(checkpoint_log_starts(checkpoints, replicas), "log_starts")
     )
@@ -117,7 +111,6 @@ def build_state(
         transactions=transactions,
         producer_state=producer_state_of(first["parts/producer_state"]),
         segments=segments,
-        markers=first["rows/markers"],
         partition_producers=first["parts/partition_producers"],
         replicas=replicas,
         open_transactions=open_txns,
