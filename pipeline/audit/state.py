@@ -59,9 +59,11 @@ def build_state(
     transaction_log = side.get("transaction_log")
     if batch_files and keeping is not None:
         replayed, units = replay_kept(batches, batch_files, settings, transaction_log, scratch, keeping)
+        audited = scratch.read("replica_facts")  # a row per audited replica, which the replay's tasks read
     else:
         replayed = scratch.materialise_pass(replay_pass(batches, settings, transaction_log), "replay")
         units = [ReplayUnit((path,)) for path in scratch.files("replay")]
+        audited = replayed
     producer_batches = replayed.where(F.col("is_producer_row"))
     kept = {
         parts_table(aggregate): partial(kept_parts, aggregate, replayed, keeping)
@@ -71,7 +73,7 @@ def build_state(
         {
             **kept,
             "coordinator_records": lambda: (
-                None if transaction_log is None else audited_records(transaction_log, replayed, checkpoints)
+                None if transaction_log is None else audited_records(transaction_log, audited, checkpoints)
             ),
         }
     )

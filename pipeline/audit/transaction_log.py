@@ -166,12 +166,13 @@ def _state_in(column: Column, states) -> Column:
     return column.isin(*states)
 
 
-def audited_records(transaction_log: DataFrame, prepared: DataFrame, checkpoints: DataFrame | None) -> DataFrame:
-    """Records of the audited replica of each partition, with their location and uncleaned flag; `followed`: a later
-    record of its transactional id follows it in the partition, `previous_timeout_ms`: the timeout of the id's record
-    before it (one window here, which the frames and tables that need them read)."""
+def audited_records(transaction_log: DataFrame, audited: DataFrame, checkpoints: DataFrame | None) -> DataFrame:
+    """Records of the audited replica of each partition (the replicas of `audited`: the replay's rows, or a row per
+    replica), with their location and uncleaned flag; `followed`: a later record of its transactional id follows it
+    in the partition, `previous_timeout_ms`: the timeout of the id's record before it (one window here, which the
+    frames and tables that need them read)."""
     # One row per audited partition, broadcast: otherwise Spark sorts the wide records once more for a merge join.
-    replicas = F.broadcast(prepared.select(*TP, "broker_id").distinct())
+    replicas = F.broadcast(audited.select(*TP, "broker_id").distinct())
     records = transaction_log.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1))).join(
         replicas, on=[*TP, "broker_id"], how="inner"
     )
