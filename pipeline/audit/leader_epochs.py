@@ -137,17 +137,11 @@ def _retained_v2(prepared: DataFrame, offsets: DataFrame) -> DataFrame:
 
 def epoch_starts(prepared: DataFrame, offsets: DataFrame) -> DataFrame:
     """The first retained batch (`first`) of every leader epoch of every replica: state both leader-epoch frames
-    read (pipeline.audit.state), so the replay is aggregated to it once.
-
-    The lowest base offset of each epoch first, then the batches at it: a minimum of the whole (base offset,
-    last offset, file, position) over every row is a sort of the replay (Spark aggregates a string in sorted
-    groups only); a minimum of a number is a hash aggregate, and the rows at it are a handful."""
-    retained = _retained_v2(prepared, offsets).withColumnRenamed("partition_leader_epoch", "epoch")
-    lowest = retained.groupBy(*TP, "broker_id", "epoch").agg(F.min("base_offset").alias("base_offset"))
+    read (pipeline.audit.state), so the replay is aggregated to it once."""
     first = F.min(F.struct("base_offset", "last_offset", "source_file", "position"))
     return (
-        retained.join(F.broadcast(lowest), on=[*TP, "broker_id", "epoch", "base_offset"], how="left_semi")
-        .groupBy(*TP, "broker_id", "epoch", "log_start_offset")
+        _retained_v2(prepared, offsets)
+        .groupBy(*TP, "broker_id", F.col("partition_leader_epoch").alias("epoch"), "log_start_offset")
         .agg(first.alias("first"))
     )
 
