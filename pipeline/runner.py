@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline import __version__
 from pipeline.audit.engine import SIDE_TABLES, run_audit
+from pipeline.audit.kept_coordinator import KEPT_TABLES
 from pipeline.audit.kept_findings import keep
 from pipeline.audit.kept_replay import KEPT_FOLDER, read_kept, sweep
 from pipeline.audit.kept_tables import keep_tables
@@ -76,7 +77,7 @@ from pipeline.tables.store import TableStore
 log = logging.getLogger(__name__)
 
 UNKNOWN_DUMP_LINES = f"dumplog.lines.{UNKNOWN}"  # the `runs.counts` entry the report shows
-ROW_FRAMES = [name for name, frame in FRAMES.items() if frame.row_local]
+KEPT_FRAMES = [name for name, frame in FRAMES.items() if frame.row_local or frame.coordinator_local]
 SCRATCH_DIR = LEFTOVER_FOLDERS[0]  # intermediate tables of running audits, under the warehouse
 AUDIT_TABLES = {  # name (also the AuditResult attribute): partition columns
     "findings": schemas.FINDINGS_PARTITION_BY,
@@ -302,8 +303,8 @@ def _audit(
                 {table: partial(write_output, table, partition_by) for table, partition_by in AUDIT_TABLES.items()}
             )
         )
-        keep_tables(keeping, scratch)
-        keep(keeping, scratch, ROW_FRAMES)
+        keep_tables(keeping, scratch, [*scratch.names("parts/"), *KEPT_TABLES])
+        keep(keeping, scratch, KEPT_FRAMES)
     finally:
         scratch.remove()
     log.info("audit plans: %s", stats.describe())

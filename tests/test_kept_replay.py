@@ -57,7 +57,7 @@ def _aggregated(spark, warehouse, groups, scratch, folder: Path, run_id: str, ea
         "segments": written["parts/segments"].collect(),
         "partition_producers": written["parts/partition_producers"].collect(),
     }
-    keep_tables(keeping, stage)
+    keep_tables(keeping, stage, stage.names("parts/"))
     write_kept(str(folder), keeping.outcome.kept)
     return tables, read_kept(str(folder), run_id)
 

@@ -36,6 +36,7 @@ INGEST_TABLES = (
     "partition_metadata",
 )
 REPLAY_LINE = re.compile(r"(?P<whole>\d+) partition\(s\) replayed whole, (?P<went_on>\d+) going on from the kept")
+COORDINATOR_LINE = re.compile(r"coordinator records: (?P<kept>\d+) partition\(s\) taken from the kept replay")
 SEGMENTS_LINE = re.compile(r"segments: (?P<new>\d+) new, .* (?P<skipped>\d+) skipped, (?P<removed>\d+) removed")
 
 
@@ -128,6 +129,8 @@ def test_nightly_rerun_after_an_append_gives_a_full_runs_tables(final_root, tmp_
     assert "aggregate producer_state: over the replayed rows" in rerun_log
     assert "aggregate segments: over the replayed rows" in rerun_log
     assert "aggregate partition_producers: over the replayed rows" in rerun_log
+    # the coordinator records and findings of the `__transaction_state` partitions the append left alone
+    assert int(COORDINATOR_LINE.search(rerun_log)["kept"]) > 0, rerun_log
     assert log_append.differing_rows(nightly, full) == {}
     assert {table: differing for table in INGEST_TABLES if (differing := differing_rows(nightly, full, table))} == {}
     # The unchanged `__transaction_state` segments kept their transaction_log files; the grown ones got new ones.

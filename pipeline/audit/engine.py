@@ -45,6 +45,7 @@ from pipeline.audit.columns import explode_findings
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.global_transactions import build_global_transactions
 from pipeline.audit.hanging import CAUSE_COLUMNS
+from pipeline.audit.kept_coordinator import CoordinatorOutcome, changed_records, has_findings, with_kept_findings
 from pipeline.audit.kept_findings import earlier_findings, kept_for
 from pipeline.audit.read_committed import build_read_committed
 from pipeline.audit.registry import CHECKS, FRAMES
@@ -100,20 +101,31 @@ def evaluate_frames(
     scratch: Scratch,
     empty_tables: frozenset[str] = frozenset(),
     outcome: ReplayOutcome | None = None,
+    coordinator: CoordinatorOutcome | None = None,
 ) -> DataFrame:
     """Every registered check on its frame, one plan per frame; frames whose inputs are absent are skipped, and
     so are those whose rows come from a side table in `empty_tables` (Frame.rows_of). With the `outcome` of a
     replay that went on from a kept one, a row-local frame is checked on the rows it replayed and keeps its other
-    findings (pipeline.audit.kept_findings)."""
+    findings (pipeline.audit.kept_findings); with the `coordinator` partitions whose records were taken over from
+    it, a coordinator-local frame is checked on the other partitions' records and keeps their findings
+    (pipeline.audit.kept_coordinator)."""
 
     def findings_of(name: str) -> DataFrame | None:
         frame = FRAMES[name]
         goes_on = frame.row_local and kept_for(outcome, name)
-        rows = frame.build(_of_rows(inputs, outcome.replayed) if goes_on else inputs, ctx)
+        takes_over = frame.coordinator_local and has_findings(coordinator, name)
+        frame_inputs = inputs
+        if goes_on:
+            frame_inputs = _of_rows(inputs, outcome.replayed)
+        elif takes_over:
+            frame_inputs = replace(inputs, coordinator_records=changed_records(inputs.coordinator_records, coordinator))
+        rows = frame.build(frame_inputs, ctx)
         if rows is None:
             return None
         found = explode_findings(rows, [(c.rule, c.function(ctx)) for c in CHECKS[name]])
-        return found.unionByName(earlier_findings(outcome, name, found.schema)) if goes_on else found
+        if goes_on:
+            return found.unionByName(earlier_findings(outcome, name, found.schema))
+        return with_kept_findings(coordinator, name, found) if takes_over else found
 
     scratch.materialise_all(
         {
@@ -153,7 +165,9 @@ def run_audit(
     batches = _in_known_cluster(batches)
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
     inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables, keeping)
-    findings = evaluate_frames(inputs, ctx, scratch, empty_tables, keeping and keeping.outcome)
+    findings = evaluate_frames(
+        inputs, ctx, scratch, empty_tables, keeping and keeping.outcome, keeping and keeping.coordinator
+    )
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),

@@ -54,7 +54,8 @@ def earlier_findings(outcome: ReplayOutcome, frame: str, schema: T.StructType) -
 
 
 def keep(keeping: Keeping | None, scratch: Scratch, frames: list[str]) -> None:
-    """Write the manifest of the run's replay, with the findings of its row frames copied beside it."""
+    """Write the manifest of the run's replay, with the findings of its row- and coordinator-local `frames` copied
+    beside it."""
     if keeping is None or keeping.outcome is None:
         return
     kept = keeping.outcome.kept

@@ -69,7 +69,7 @@ class KeptReplay:
     tails: list[str] = field(default_factory=list)
     ends: list[str] = field(default_factory=list)
     coordinator_versions: str | None = None
-    row_findings: dict[str, str] = field(default_factory=dict)  # per row frame: the folder of its findings
+    row_findings: dict[str, str] = field(default_factory=dict)  # per row- or coordinator-local frame: its findings
     tables: dict[str, str] = field(default_factory=dict)  # per table made from the replay: its folder (kept_tables)
 
 

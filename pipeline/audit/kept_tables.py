@@ -102,14 +102,16 @@ def kept_parts(aggregate: Mergeable, replay: DataFrame, keeping: Keeping | None)
     return aggregate.merged(aggregate.of(_added_rows(outcome, went_on)).unionByName(earlier))
 
 
-def keep_tables(keeping: Keeping | None, scratch: Scratch) -> None:
-    """Move the tables the run made to keep beside its replay and name them in its manifest (written after this)."""
+def keep_tables(keeping: Keeping | None, scratch: Scratch, names: list[str]) -> None:
+    """Move the tables `names` the run made (those it wrote) beside its replay and name them in its manifest
+    (written after this)."""
     if keeping is None or keeping.outcome is None:
         return
-    for name in scratch.names("parts/"):
-        target = f"{keeping.folder}/{keeping.run_id}/{name.replace('/', '-')}"
-        scratch.move(name, target)
-        keeping.outcome.kept.tables[name] = target
+    for name in names:
+        if scratch.has(name):
+            target = f"{keeping.folder}/{keeping.run_id}/{name.replace('/', '-')}"
+            scratch.move(name, target)
+            keeping.outcome.kept.tables[name] = target
 
 
 def _kept_for(outcome: ReplayOutcome | None, table: str) -> bool:

@@ -89,7 +89,10 @@ class Frame:
     knows that table holds no rows for the audited topics, the frame is not built at all, which spares a plan
     that could only come out empty. `row_local`: every row is a replay row and its findings depend on that row
     alone, so a run that went on from a kept replay evaluates the frame on the rows it replayed only and keeps
-    the earlier findings of the others (pipeline.audit.kept_findings).
+    the earlier findings of the others (pipeline.audit.kept_findings). `coordinator_local`: every row is a
+    coordinator record and its findings depend on the records of its `__transaction_state` partition alone, so a
+    run that took some partitions' records over from a kept replay evaluates the frame on the others only
+    (pipeline.audit.kept_coordinator).
     """
 
     name: str
@@ -97,6 +100,7 @@ class Frame:
     description: str
     rows_of: str | None = None
     row_local: bool = False
+    coordinator_local: bool = False
 
 
 RULES: dict[str, Rule] = {}
@@ -123,13 +127,17 @@ def rule(
     return registered
 
 
-def frame(name: str, rows_of: str | None = None, row_local: bool = False) -> Callable[[FrameBuilder], Frame]:
-    """Register a frame builder under `name`; its docstring describes the rows (`rows_of`, `row_local`: see Frame)."""
+def frame(
+    name: str, rows_of: str | None = None, row_local: bool = False, coordinator_local: bool = False
+) -> Callable[[FrameBuilder], Frame]:
+    """Register a frame builder under `name`; its docstring describes the rows (`rows_of`, `row_local`,
+    `coordinator_local`: see Frame)."""
 
     def register(build: FrameBuilder) -> Frame:
         if name in FRAMES:
             raise ValueError(f"frame {name} registered twice")
-        registered = Frame(name, build, (build.__doc__ or "").strip().split("\n\n")[0], rows_of, row_local)
+        description = (build.__doc__ or "").strip().split("\n\n")[0]
+        registered = Frame(name, build, description, rows_of, row_local, coordinator_local)
         FRAMES[name] = registered
         CHECKS.setdefault(name, [])
         return registered

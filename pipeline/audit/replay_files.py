@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +43,9 @@ from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_per_partition import FileGroup
 from schemas.batches import BATCHES, BATCHES_PARTITION_BY, STATUS_OK, STATUS_TRUNCATED
 
+if TYPE_CHECKING:
+    from pipeline.audit.kept_coordinator import CoordinatorOutcome
+
 log = logging.getLogger(__name__)
 
 TOPIC_KINDS = ["is_compacted", "is_coordinator_topic", "is_kraft_topic"]
@@ -52,12 +56,14 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 @dataclass
 class Keeping:
     """Where the run keeps its replay (`folder`, under its `run_id`), the kept replay it may go on from, and, once
-    the replay is written, what it kept and went on from (`outcome`)."""
+    the replay is written, what it kept and went on from (`outcome`), and which coordinator partitions' records it
+    took over (`coordinator`, pipeline.audit.kept_coordinator)."""
 
     folder: str
     run_id: str
     earlier: KeptReplay | None = None
     outcome: ReplayOutcome | None = None
+    coordinator: CoordinatorOutcome | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.hanging import transaction_causes
+from pipeline.audit.kept_coordinator import coordinator_records
 from pipeline.audit.kept_tables import kept_parts, parts_table
 from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
@@ -26,7 +27,6 @@ from pipeline.audit.scratch import Scratch
 from pipeline.audit.segments import segment_parts
 from pipeline.audit.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
 from pipeline.audit.snapshots import audited_non_kraft, producer_entries
-from pipeline.audit.transaction_log import audited_records
 from pipeline.audit.transactions import producer_state_of, producer_state_parts, transaction_parts, transactions_of
 from pipeline.audit.txnindex import audited_replicas
 from pipeline.audit.visibility import (
@@ -73,7 +73,9 @@ def build_state(
         {
             **kept,
             "coordinator_records": lambda: (
-                None if transaction_log is None else audited_records(transaction_log, audited, checkpoints)
+                None
+                if transaction_log is None
+                else coordinator_records(transaction_log, audited, checkpoints, scratch, keeping)
             ),
         }
     )

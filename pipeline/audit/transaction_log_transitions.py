@@ -129,7 +129,7 @@ EARLY_EXPIRY = rule(
 )
 
 
-@frame("transaction_log.transitions")
+@frame("transaction_log.transitions", coordinator_local=True)
 def COORDINATOR_TRANSITIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Each uncleaned record of an id with the previous uncleaned record of the same id (`prev`), if there is one."""
     records = inputs.coordinator_records
