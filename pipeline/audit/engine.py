@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -103,38 +104,45 @@ def evaluate_frames(
     outcome: ReplayOutcome | None = None,
     coordinator: CoordinatorOutcome | None = None,
 ) -> DataFrame:
-    """Every registered check on its frame, one plan per frame; frames whose inputs are absent are skipped, and
-    so are those whose rows come from a side table in `empty_tables` (Frame.rows_of). With the `outcome` of a
-    replay that went on from a kept one, a row-local frame is checked on the rows it replayed and keeps its other
-    findings (pipeline.audit.kept_findings); with the `coordinator` partitions whose records were taken over from
-    it, a coordinator-local frame is checked on the other partitions' records and keeps their findings
-    (pipeline.audit.kept_coordinator)."""
-
-    def findings_of(name: str) -> DataFrame | None:
-        frame = FRAMES[name]
-        goes_on = frame.row_local and kept_for(outcome, name)
-        takes_over = frame.coordinator_local and has_findings(coordinator, name)
-        frame_inputs = inputs
-        if goes_on:
-            frame_inputs = _of_rows(inputs, outcome.replayed)
-        elif takes_over:
-            frame_inputs = replace(inputs, coordinator_records=changed_records(inputs.coordinator_records, coordinator))
-        rows = frame.build(frame_inputs, ctx)
-        if rows is None:
-            return None
-        found = explode_findings(rows, [(c.rule, c.function(ctx)) for c in CHECKS[name]])
-        if goes_on:
-            return found.unionByName(earlier_findings(outcome, name, found.schema))
-        return with_kept_findings(coordinator, name, found) if takes_over else found
-
+    """Every registered check on its frame (`frame_findings`), one plan per frame; frames whose inputs are absent are
+    skipped, and so are those whose rows come from a side table in `empty_tables` (Frame.rows_of)."""
     scratch.materialise_all(
         {
-            f"findings/frame={name}": lambda name=name: findings_of(name)
+            f"findings/frame={name}": partial(frame_findings, name, inputs, ctx, outcome, coordinator)
             for name, checks in CHECKS.items()
             if checks and FRAMES[name].rows_of not in empty_tables
         }
     )
     return scratch.read_parts("findings")
+
+
+def frame_findings(
+    name: str,
+    inputs: AuditInputs,
+    ctx: AuditContext,
+    outcome: ReplayOutcome | None = None,
+    coordinator: CoordinatorOutcome | None = None,
+) -> DataFrame | None:
+    """The findings of the checks on frame `name`; None when its inputs are absent. With the `outcome` of a replay
+    that went on from a kept one, a row-local frame is checked on the rows it replayed and keeps its other findings
+    (pipeline.audit.kept_findings); with the `coordinator` partitions whose records were taken over from it, a
+    coordinator-local frame is checked on the other partitions' records and keeps their findings
+    (pipeline.audit.kept_coordinator)."""
+    frame = FRAMES[name]
+    goes_on = frame.row_local and kept_for(outcome, name)
+    takes_over = frame.coordinator_local and has_findings(coordinator, name)
+    frame_inputs = inputs
+    if goes_on:
+        frame_inputs = _of_rows(inputs, outcome.replayed)
+    elif takes_over:
+        frame_inputs = replace(inputs, coordinator_records=changed_records(inputs.coordinator_records, coordinator))
+    rows = frame.build(frame_inputs, ctx)
+    if rows is None:
+        return None
+    found = explode_findings(rows, [(c.rule, c.function(ctx)) for c in CHECKS[name]])
+    if goes_on:
+        return found.unionByName(earlier_findings(outcome, name, found.schema))
+    return with_kept_findings(coordinator, name, found) if takes_over else found
 
 
 def run_audit(
