@@ -6,8 +6,10 @@ from logbuilder import PartitionLog
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.global_transactions import build_global_transactions
-from pipeline.audit.replay import TP
+from pipeline.audit.replay import TP, replay
 from pipeline.audit.transaction_log import audited_records
+from pipeline.audit.transactions import markers_of, transaction_parts
+from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_OK
 from schemas.global_transactions import GLOBAL_TRANSACTIONS
 from schemas.transaction_log import TRANSACTION_LOG
@@ -30,6 +32,11 @@ def _transaction(coordinator, outputs, tid, pid, listed, markers, complete=True)
     if complete:
         coordinator.txn_state(tid, COMPLETE_COMMIT, pid, 0, start=start)
     return prepare
+
+
+def _markers(batches):
+    """The markers of the replay of `batches`, as the engine hands them to `build_global_transactions`."""
+    return markers_of(transaction_parts().of(replay(batches, AuditSettings())))
 
 
 def _marker(log, name, offset, control_type):
@@ -102,7 +109,7 @@ def test_decisions_with_their_markers(spark):
     rows[-2]["partitions"][0].update(marker_offset=first_marker, coordinator_epoch=0)
     rows[-1]["partitions"][0].update(marker_offset=second_marker, coordinator_epoch=0)
     schema = GLOBAL_TRANSACTIONS.__class__([f for f in GLOBAL_TRANSACTIONS.fields if f.name != "run_id"])
-    actual = build_global_transactions(records, batches, batches.select(*TP).distinct())
+    actual = build_global_transactions(records, _markers(batches), batches.select(*TP).distinct())
     assertDataFrameEqual(actual.select(*schema.fieldNames()), spark.createDataFrame(rows, schema))
 
 
@@ -116,7 +123,7 @@ def test_a_coordinator_lists_the_partitions_of_its_own_cluster(spark):
         batches = spark.createDataFrame(coordinator.rows + output.rows, BATCHES)
         log = spark.createDataFrame(coordinator.transaction_log_rows, TRANSACTION_LOG)
         (decision,) = build_global_transactions(
-            audited_records(log, batches, None), batches, batches.select(*TP).distinct()
+            audited_records(log, batches, None), _markers(batches), batches.select(*TP).distinct()
         ).collect()
         return decision.cluster_id, decision.partitions[0].in_input, decision.partitions[0].marker_offset is not None
 
@@ -180,3 +187,25 @@ def test_markers_are_assigned_as_of_their_time(spark):
     batches = spark.createDataFrame(batch_rows, BATCHES)
     assigned = _assigned_markers(decision_rows, batches).select("prepare_offset", "marker.marker_offset").collect()
     assert {row.prepare_offset: row.marker_offset for row in assigned} == firsts
+
+
+def test_the_markers_are_those_of_the_replay(spark):
+    """`markers_of` the transactions' parts holds every COMMIT/ABORT marker the replay's producer rows hold, open,
+    empty and closed transactions alike, and no empty control batch (the cleaner's leftover)."""
+    log = PartitionLog(topic="out", partition=0)
+    log.data(100, 0, 0, 2, txn=True)
+    log.marker(100, 0, commit=True, coordinator_epoch=3)
+    log.marker(100, 0, commit=False, coordinator_epoch=3)  # closes no transaction: EMPTY
+    log.data(100, 1, 0, 1, txn=True)
+    log.marker(100, 1, commit=False, coordinator_epoch=4)
+    log.data(200, 0, 0, 1, txn=True)  # stays open
+    log.marker(200, 0, commit=True, coordinator_epoch=4)["record_count"] = 0  # emptied by the cleaner
+    log.data(300, 0, 0, 1)
+    batches = spark.createDataFrame(log.rows, BATCHES)
+    columns = ["cluster_id", "topic", "partition", "producer_id", "producer_epoch", "base_offset", "control_type"]
+    replayed = replay(batches, AuditSettings())
+    expected = replayed.where("is_producer_row AND is_marker").select(*columns, "coordinator_epoch", "max_timestamp")
+    actual = markers_of(transaction_parts().of(replayed))
+
+    assertDataFrameEqual(actual.select(*expected.columns), expected)
+    assert actual.count() == 3

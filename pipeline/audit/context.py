@@ -24,7 +24,8 @@ class AuditInputs:
     `partition_producers`, `replicas`, `open_transactions`, `partitions`, `transaction_causes` (why each open
     transaction has no marker) and `coordinator_records`: derived state (pipeline.audit.state); `epoch_starts`: the
     first batch of each leader epoch, when there are leader-epoch checkpoints to check; `snapshot_states`: the
-    replay's state of each snapshot entry's producer at its offset, when there are snapshots; `all_batches`: every
+    replay's state of each snapshot entry's producer at its offset, when there are snapshots; `markers`: every
+    COMMIT/ABORT marker of the producer rows, a row each (pipeline.audit.transactions.markers_of); `all_batches`: every
     entry of every replica as ingested, for the rules that compare replicas. Side tables are None when the input had
     none; `payloads` is None unless the run is in deep mode.
     """
@@ -43,6 +44,7 @@ class AuditInputs:
     coordinator_records: DataFrame | None = None
     epoch_starts: DataFrame | None = None
     snapshot_states: DataFrame | None = None
+    markers: DataFrame | None = None
     txn_index: DataFrame | None = None
     producer_snapshots: DataFrame | None = None
     file_problems: DataFrame | None = None

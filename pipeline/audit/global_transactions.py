@@ -15,7 +15,6 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.cross_checks import CONTROL_ABORT, CONTROL_COMMIT, tp_name
 from pipeline.audit.transaction_log import PREPARE_ABORT, PREPARE_COMMIT
-from schemas.batches import STATUS_OK
 from schemas.global_transactions import DECISION_ABORT, DECISION_COMMIT
 
 DECISION_KEY = ["cluster_id", "coordinator_topic", "coordinator_partition", "prepare_offset"]
@@ -50,20 +49,17 @@ def _decisions(records: DataFrame) -> DataFrame:
     )
 
 
-def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
+def _assigned_markers(decisions: DataFrame, markers: DataFrame) -> DataFrame:
     """The first marker each (decision, partition) was assigned, keyed by DECISION_KEY and `tp_name`.
 
     An as-of lookup, not a join: the markers and the decisions of one (producer id, epoch, partition) are sorted by
     time together, and each marker takes the latest decision before it from a running value. A join would pair
     every marker with every decision of the key, and under TV0/1 one producer's epoch can hold thousands of
-    transactions on a partition.
+    transactions on a partition. `markers`: a row per COMMIT/ABORT marker, named as in `batches`
+    (pipeline.audit.transactions.markers_of).
     """
     decision = F.struct("prepare_timestamp", *DECISION_KEY)
-    markers = batches.where(
-        (F.col("entry_status") == STATUS_OK)
-        & F.col("is_control")
-        & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
-    ).select(
+    markers = markers.select(
         *PRODUCER_PARTITION[:3],
         tp_name().alias("tp_name"),
         F.col("base_offset").alias("marker_offset"),
@@ -107,15 +103,15 @@ def _assigned_markers(decisions: DataFrame, batches: DataFrame) -> DataFrame:
     )
 
 
-def build_global_transactions(records: DataFrame, batches: DataFrame, partitions: DataFrame) -> DataFrame:
-    """`global_transactions` rows (without the run id) from the audited coordinator records, the audited
-    replicas' batches and their partitions, a row each (`transaction_log.audited_records`, the replay,
-    `partitions`)."""
+def build_global_transactions(records: DataFrame, markers: DataFrame, partitions: DataFrame) -> DataFrame:
+    """`global_transactions` rows (without the run id) from the audited coordinator records, the markers of the
+    audited replicas and their partitions, a row each (`transaction_log.audited_records`,
+    `transactions.markers_of`, `partitions`)."""
     decisions = _decisions(records)
     audited = partitions.select("cluster_id", tp_name().alias("tp_name")).withColumn("in_input", F.lit(True))
     name = F.split("tp_name", "-")
     listed = (
-        decisions.join(_assigned_markers(decisions, batches), on=[*DECISION_KEY, "tp_name"], how="left")
+        decisions.join(_assigned_markers(decisions, markers), on=[*DECISION_KEY, "tp_name"], how="left")
         .join(audited, on=["cluster_id", "tp_name"], how="left")
         .select(
             "*",

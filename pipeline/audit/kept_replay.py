@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -83,13 +82,12 @@ def fingerprint(settings: AuditSettings, with_transaction_log: bool) -> str:
     facts = {
         "settings": settings.model_dump(mode="json"),
         "version": __version__,
-        "code": _audit_code(),
+        "code": AUDIT_CODE,
         "transaction_log": with_transaction_log,
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-@cache
 def _audit_code() -> str:
     """A hash of the audit's and the schemas' source: a check changed since the kept replay was made voids it."""
     digest = hashlib.sha256()
@@ -97,6 +95,11 @@ def _audit_code() -> str:
         for source in sorted(package.glob("*.py")):
             digest.update(source.name.encode() + source.read_bytes())
     return digest.hexdigest()
+
+
+# Hashed as the code is loaded, not when a run ends: the source changed under a running process (an upgrade while a
+# notebook's session runs) must not be taken for the code that made its replay.
+AUDIT_CODE = _audit_code()
 
 
 def manifest_path(folder: str, run_id: str) -> str:

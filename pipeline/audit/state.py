@@ -27,7 +27,13 @@ from pipeline.audit.scratch import Scratch
 from pipeline.audit.segments import segment_parts
 from pipeline.audit.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
 from pipeline.audit.snapshots import audited_non_kraft, producer_entries
-from pipeline.audit.transactions import producer_state_of, producer_state_parts, transaction_parts, transactions_of
+from pipeline.audit.transactions import (
+    markers_of,
+    producer_state_of,
+    producer_state_parts,
+    transaction_parts,
+    transactions_of,
+)
 from pipeline.audit.txnindex import audited_replicas
 from pipeline.audit.visibility import (
     checkpoint_log_starts,
@@ -124,6 +130,7 @@ def build_state(
         coordinator_records=records,
         epoch_starts=starts,
         snapshot_states=states,
+        markers=markers_of(first["parts/transactions"]),
         txn_index=side.get("txn_index"),
         producer_snapshots=side.get("producer_snapshots"),
         file_problems=side.get("file_problems"),

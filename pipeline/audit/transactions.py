@@ -313,6 +313,21 @@ def transactions_of(parts: DataFrame) -> DataFrame:
     )
 
 
+def markers_of(parts: DataFrame) -> DataFrame:
+    """Every COMMIT/ABORT marker of the producer rows, a row each with the columns `batches` names them by, from the
+    transactions' parts (`transaction_parts`): a group ends at its one marker. Read here instead of from the replay,
+    whose every row a scan for the markers reads; an empty control batch, which the cleaner leaves and the broker
+    ignores, is not a producer row and so not among them."""
+    return parts.where(F.col("marker_offset").isNotNull()).select(
+        *TP_PID,
+        F.col("marker_epoch").alias("producer_epoch"),
+        F.col("marker_offset").alias("base_offset"),
+        "control_type",
+        "coordinator_epoch",
+        F.col("marker_timestamp").alias("max_timestamp"),
+    )
+
+
 def build_transactions(replayed: DataFrame) -> DataFrame:
     """One row per transaction of the replay `replayed` (`transactions_of`); aggregated by (topic,
     partition, producer id, group): no exchange beyond the replay's."""
