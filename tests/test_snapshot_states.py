@@ -16,12 +16,15 @@ from pyspark.testing import assertDataFrameEqual
 import schemas
 from pipeline.audit.context import AuditContext
 from pipeline.audit.engine import SIDE_TABLES, _in_known_cluster
+from pipeline.audit.replay_files import Keeping
 from pipeline.audit.replay import TP
 from pipeline.audit.snapshot_states import ReplayUnit, by_snapshot, states_of_unit
 from pipeline.audit.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.state import build_state
 from pipeline.cli import main
 from pipeline.config import AuditSettings
+from pipeline.generate.segment_writer import snapshot_bytes
+from pipeline.sources.kafka_format.encoding import encode_batch, segment_file_name
 from pipeline.tables.store import TableStore
 from tests import reference_replay
 from tests.broker_dirs import apart_by_partition
@@ -34,7 +37,9 @@ def _ingested(spark, warehouse: Path, inputs: list[str]) -> TableStore:
     return TableStore(spark, str(warehouse))
 
 
-def _audit_state(store: TableStore, settings: AuditSettings, scratch, from_files: bool):
+def _audit_state(store: TableStore, settings: AuditSettings, scratch, from_files: bool, kept: Path | None = None):
+    """The audit's state; `from_files`: as a run builds it, its replay's tasks reading the files and keeping the
+    replay in the folder `kept`."""
     side = {
         name: _in_known_cluster(store.read(name, schema=schemas.SCHEMAS[name]))
         for name in SIDE_TABLES
@@ -42,7 +47,8 @@ def _audit_state(store: TableStore, settings: AuditSettings, scratch, from_files
     }
     batches = _in_known_cluster(store.read("batches", schema=schemas.BATCHES))
     files = store.files_per_partition("batches") if from_files else None
-    return build_state(batches, side, AuditContext(settings), scratch("snapshot-states"), files), side
+    keeping = Keeping(str(kept), "run") if from_files else None
+    return build_state(batches, side, AuditContext(settings), scratch("snapshot-states"), files, keeping=keeping), side
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +68,11 @@ def _assert_same_states(inputs, side, settings: AuditSettings) -> list:
 
 
 @pytest.mark.parametrize("from_files", [True, False], ids=["tasks read files", "exchange"])
-def test_same_states_as_the_window_on_generated_logs(spark, generated, scratch, from_files):
+def test_same_states_as_the_window_on_generated_logs(spark, generated, scratch, from_files, tmp_path):
     settings = AuditSettings(compacted_topics=["*-changelog"])
     spark.conf.set("spark.sql.shuffle.partitions", "3")  # tasks hold several partitions
     try:
-        inputs, side = _audit_state(generated, settings, scratch, from_files)
+        inputs, side = _audit_state(generated, settings, scratch, from_files, tmp_path)
         rows = _assert_same_states(inputs, side, settings)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
@@ -86,10 +92,27 @@ def test_same_states_as_the_window_on_real_broker_dirs(spark, realdata, tmp_path
     settings = AuditSettings()
     compared = 0
     for index, group in enumerate(groups):
-        inputs, side = _audit_state(_ingested(spark, tmp_path / f"wh{index}", group), settings, scratch, True)
+        store = _ingested(spark, tmp_path / f"wh{index}", group)
+        inputs, side = _audit_state(store, settings, scratch, True, tmp_path / f"kept{index}")
         if inputs.snapshot_states is not None:
             compared += len(_assert_same_states(inputs, side, settings))
     assert compared > 0, "some real broker dirs hold producer snapshots"
+
+
+def test_a_partition_of_one_batch_has_its_state_at_the_snapshot_after_it(spark, tmp_path, scratch):
+    """A replica's last row is kept apart from its partition's body rows (pipeline.audit.kept_replay): a partition
+    of one batch has no body at all, and its snapshot is still compared with that batch."""
+    partition = tmp_path / "logs" / "seeded-0"
+    partition.mkdir(parents=True)
+    (tmp_path / "logs" / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=seeded-cluster\n")
+    (partition / segment_file_name(0)).write_bytes(encode_batch(0, 50, producer_id=4001, producer_epoch=0, base_sequence=0))
+    entry = (4001, 0, 49, 49, 49, 0, -1, -1)  # pid, epoch, last sequence, last offset, offset delta, time, ...
+    (partition / segment_file_name(50, ".snapshot")).write_bytes(snapshot_bytes([entry]))
+    settings = AuditSettings()
+    store = _ingested(spark, tmp_path / "wh", [str(tmp_path / "logs")])
+    inputs, side = _audit_state(store, settings, scratch, True, tmp_path / "kept")
+    (state,) = _assert_same_states(inputs, side, settings)
+    assert (state.replayed_batches, state.replay_last_sequence, state.replay_last_offset) == (1, 49, 49)
 
 
 def test_a_file_out_of_producer_order_is_refused_by_name(tmp_path):
