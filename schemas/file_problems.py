@@ -22,13 +22,15 @@ FILE_PROBLEMS = T.StructType(
 FILE_PROBLEMS_PARTITION_BY = ["topic"]
 
 # problem kinds
-PROBLEM_FILE_NAME = "file_name"  # not a 20-digit offset with a known suffix, or a .cleaned/.swap/.deleted leftover
+PROBLEM_FILE_NAME = "file_name"  # not a 20-digit offset with a known suffix
+PROBLEM_LEFTOVER_FILES = "leftover_files"  # a partition dir's .deleted/.cleaned/.swap files, one row for all of them
 PROBLEM_OFFSET_INDEX = "offset_index"  # an `.index` entry or size that does not fit the segment
 PROBLEM_TIME_INDEX = "time_index"  # a `.timeindex` entry or size that does not fit the segment
 PROBLEM_PARTITION_METADATA = "partition_metadata"  # `partition.metadata` malformed
 PROBLEM_LEADER_EPOCH_CHECKPOINT = "leader_epoch_checkpoint"  # `leader-epoch-checkpoint` malformed
 PROBLEM_KINDS = (
     PROBLEM_FILE_NAME,
+    PROBLEM_LEFTOVER_FILES,
     PROBLEM_OFFSET_INDEX,
     PROBLEM_TIME_INDEX,
     PROBLEM_PARTITION_METADATA,
@@ -37,7 +39,7 @@ PROBLEM_KINDS = (
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {
-    "kind": "`file_name`, `offset_index`, `time_index`, `partition_metadata` or `leader_epoch_checkpoint`",
+    "kind": "`file_name`, `leftover_files`, `offset_index`, `time_index`, `partition_metadata` or `leader_epoch_checkpoint`",
     "topic": "the partition's topic",
     "partition": "the partition number",
     "source_file": "the file with the problem",

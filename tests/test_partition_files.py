@@ -39,6 +39,7 @@ from schemas.checkpoints import CHECKPOINTS, LOG_START_OFFSET, RECOVERY_POINT, R
 from schemas.file_problems import (
     FILE_PROBLEMS,
     PROBLEM_FILE_NAME,
+    PROBLEM_LEFTOVER_FILES,
     PROBLEM_LEADER_EPOCH_CHECKPOINT,
     PROBLEM_PARTITION_METADATA,
     PROBLEM_TIME_INDEX,
@@ -444,7 +445,7 @@ def test_discovery_of_a_partition_dir_reaches_its_log_dir_checkpoints(sample_roo
         ("txnindex", "payments", 0),
     ]
     [problem] = discovery.naming_problems
-    assert (problem["kind"], problem["topic"], problem["partition"]) == (PROBLEM_FILE_NAME, "payments", 0)
+    assert (problem["kind"], problem["topic"], problem["partition"]) == (PROBLEM_LEFTOVER_FILES, "payments", 0)
 
 
 def test_read_partition_files_over_the_sample(spark, sample_root):
@@ -513,15 +514,15 @@ def test_read_partition_files_over_the_sample(spark, sample_root):
         (row.kind, row.topic, row.partition, row.position, row.message) for row in tables.file_problems.collect()
     )
     assert [problem[:4] for problem in problems] == [
-        (PROBLEM_FILE_NAME, "payments", 0, None),
         (PROBLEM_LEADER_EPOCH_CHECKPOINT, "payments.audit-log", 2, None),
+        (PROBLEM_LEFTOVER_FILES, "payments", 0, None),
         (PROBLEM_PARTITION_METADATA, "orders", 1, None),
         (PROBLEM_TIME_INDEX, "orders", 0, 0),
     ]
     messages = [problem[4] for problem in problems]
-    assert messages[0] == "00000000000000000000.log.swap: leftover .swap file: " + (
+    assert messages[1] == "1 leftover file(s), normal broker state its next start clears: 1 .swap (" + (
         "a segment replacement (compaction or split) that did not finish; the broker completes it at startup"
-    )
+    ) + "): 00000000000000000000.log.swap"
     assert messages[3] == (
         f"00000000000000000000.timeindex: entry for offset 2: timestamp {TIMESTAMP + 1}, "
         f"but the batch's max timestamp is {TIMESTAMP}"

@@ -19,6 +19,7 @@ from schemas.file_problems import (
     FILE_PROBLEMS,
     PROBLEM_FILE_NAME,
     PROBLEM_LEADER_EPOCH_CHECKPOINT,
+    PROBLEM_LEFTOVER_FILES,
     PROBLEM_OFFSET_INDEX,
     PROBLEM_PARTITION_METADATA,
     PROBLEM_TIME_INDEX,
@@ -832,6 +833,7 @@ VARIANTS = {
     ("mostly unreadable partition", "FMT-001"): (fmt_001_mostly_unreadable_partition, "ERROR"),
     ("markers pending", "XTX-002"): (xtx_002_pending, "WARN"),
     ("V1 client with TV2 fence records", "XTX-006"): (xtx_006_v1_client_with_tv2_fence_records, "ERROR"),
+    ("leftover files", "SEG-001"): (file_problem(PROBLEM_LEFTOVER_FILES), "INFO"),
 }
 # More correct logs a rule must stay silent on: (name, rule code) -> builder
 SILENT_VARIANTS = {

@@ -14,6 +14,7 @@ from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from schemas.file_problems import (
     PROBLEM_FILE_NAME,
+    PROBLEM_LEFTOVER_FILES,
     PROBLEM_LEADER_EPOCH_CHECKPOINT,
     PROBLEM_OFFSET_INDEX,
     PROBLEM_PARTITION_METADATA,
@@ -25,15 +26,18 @@ FILE_NAMING = rule(
     "FILE_NAMING",
     "WARN",
     "6.1",
-    "A segment, index or snapshot file whose name is not a 20-digit zero-padded offset with a known suffix, "
-    "or a leftover .cleaned/.swap/.deleted file.",
+    "A segment, index or snapshot file whose name is not a 20-digit zero-padded offset with a known suffix "
+    "(WARN); a partition dir's leftover .deleted/.cleaned/.swap files, one finding for all of them (INFO): "
+    "segments are renamed .deleted and removed later, asynchronously, so a clean stop or a live copy leaves them, "
+    "and the broker's next start clears them.",
+    also=("INFO",),
     impact=(
-        "Files the broker does not recognise are ignored or deleted at load; leftover .cleaned/.swap/.deleted files "
-        "mean a cleaner run or deletion was interrupted."
+        "Files the broker does not recognise are ignored or deleted at load. Leftover .deleted/.cleaned/.swap files "
+        "are normal state the next start clears: nothing is lost."
     ),
     action=(
-        "Check that the copy did not rename files; leftovers are cleaned up by the broker at its next start, so only "
-        "a recurring pattern needs a look at the broker log."
+        "For WARN, check that the copy did not rename files. Leftovers need no action; only many of them at every "
+        "copy, growing, need a look at the broker log (deletes or cleaner swaps failing)."
     ),
 )
 OFFSET_INDEX = rule(
@@ -132,7 +136,13 @@ def _seen(kind: str) -> Fires:
 
 @check(FILE_NAMING, on=FILE_PROBLEMS)
 def file_naming(ctx: AuditContext) -> Fires:
-    return _seen(PROBLEM_FILE_NAME)
+    leftovers = F.col("kind") == F.lit(PROBLEM_LEFTOVER_FILES)
+    return Fires(
+        (F.col("kind") == F.lit(PROBLEM_FILE_NAME)) | leftovers,
+        F.col("message"),
+        {},
+        severity=F.when(leftovers, F.lit("INFO")).otherwise(F.lit("WARN")),
+    )
 
 
 @check(OFFSET_INDEX, on=FILE_PROBLEMS)

@@ -98,14 +98,15 @@ def time_index_entry(inj: AnomalyInjector, kind: Kind) -> bool:
     return _index_mutation(inj, kind, "time_index_mutation", change)
 
 
-@anomaly("leftover-file", "SEG-001", "WARN", at_finish=True)
-def leftover_file(inj: AnomalyInjector, kind: Kind) -> bool:
-    partition = finish_partition(inj, "leftover")
+@anomaly("misnamed-file", "SEG-001", "WARN", at_finish=True)
+def misnamed_file(inj: AnomalyInjector, kind: Kind) -> bool:
+    """A segment copied aside under a name no broker writes (a leftover .swap or .deleted is normal: INFO)."""
+    partition = finish_partition(inj, "misnamed")
     if partition is None:
         return False
-    name = segment_file_name(partition.segment_bases[0], ".log.swap")  # a replacement that never finished
+    name = segment_file_name(partition.segment_bases[0], ".log.bak")
     partition.extra_files[name] = b""
-    inj.truth(kind, partition, None, None, f"{name} left behind")
+    inj.truth(kind, partition, None, None, f"{name} beside the segments")
     return True
 
 

@@ -24,9 +24,7 @@ from pipeline.sources.partition_files.entries import (
     problem_row,
 )
 from schemas.checkpoints import CHECKPOINT_KINDS
-from schemas.file_problems import (
-    PROBLEM_FILE_NAME,
-)
+from schemas.file_problems import PROBLEM_FILE_NAME, PROBLEM_LEFTOVER_FILES
 
 _SEGMENT_FAMILY = re.compile(rf"^(?P<offset>\d{{20}})\.(?P<suffix>{'|'.join(SEGMENT_SUFFIXES)})$")
 _LEFTOVER = re.compile(rf"^\d+\.(?:{'|'.join(SEGMENT_SUFFIXES)})\.(?P<suffix>deleted|cleaned|swap)$")
@@ -58,6 +56,18 @@ def naming_problem(name: str) -> str | None:
     if _OFFSET_NAMED.match(name) or name.endswith(tuple(f".{suffix}" for suffix in SEGMENT_SUFFIXES)):
         return f"not a 20-digit zero-padded offset with one of the suffixes .{', .'.join(SEGMENT_SUFFIXES)}"
     return None
+
+
+def leftovers_message(names: list[str]) -> str:
+    """One line for a partition dir's leftover files: how many of each kind and what the broker does with them."""
+    by_suffix: dict[str, list[str]] = {}
+    for name in names:
+        by_suffix.setdefault(_LEFTOVER.match(name)["suffix"], []).append(name)
+    kinds = "; ".join(
+        f"{len(found)} .{suffix} ({_LEFTOVER_MEANING[suffix]}): {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}"
+        for suffix, found in sorted(by_suffix.items())
+    )
+    return f"{len(names)} leftover file(s), normal broker state its next start clears: {kinds}"
 
 
 def discover_partition_files(listings: list[RootListing]) -> PartitionFileDiscovery:
@@ -127,8 +137,17 @@ def _partition_dir_files(
     problems: dict[str, dict[str, Any]],
 ) -> Iterator[FileDescriptor]:
     broker_id, cluster_id = identity.broker_id, identity.cluster_id
+    leftovers = sorted(name for name in names if _LEFTOVER.match(name))
+    if leftovers:
+        location = listing.location_of(prefix + leftovers[0])
+        message = leftovers_message(leftovers)
+        problems[location] = problem_row(
+            PROBLEM_LEFTOVER_FILES, topic, partition, location, None, message, broker_id, cluster_id
+        )
     for name, size in names.items():
         location = listing.location_of(prefix + name)
+        if _LEFTOVER.match(name):
+            continue
         problem = naming_problem(name)
         if problem is not None:
             problems[location] = problem_row(
