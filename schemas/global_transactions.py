@@ -62,7 +62,8 @@ COLUMN_MEANINGS = {
     "partitions": "each listed partition with whether it is in the input and the marker found there",
     "markers_agreeing": "listed partitions in the input whose marker agrees with the decision",
     "markers_contradicting": "listed partitions in the input whose marker contradicts it",
-    "markers_missing": "listed partitions in the input with no marker of the decision",
+    "markers_missing": "listed partitions in the input with no marker of the decision; on a compacted partition "
+    "only while the producer's data there is open (the cleaner removes a marker once its data is gone)",
     "is_torn": "a marker contradicts the decision, or the decision completed and a partition has no marker",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`); null when unknown",
     "cluster_id": 'cluster of the `__transaction_state` log dir, and of the partitions it lists; "" when unknown',

@@ -30,6 +30,8 @@ PARTITION_SUMMARY = T.StructType(
         T.StructField("findings_by_rule", T.MapType(T.StringType(), T.LongType()), True),
         T.StructField("broker_id", T.IntegerType(), True),
         T.StructField("cluster_id", T.StringType(), True),
+        T.StructField("compacted_by", T.StringType(), True),
+        T.StructField("cleaner_offset", T.LongType(), True),
     ]
 )
 
@@ -58,4 +60,9 @@ COLUMN_MEANINGS = {
     "findings_by_rule": "findings of the partition per rule code",
     "broker_id": "broker whose replica was audited",
     "cluster_id": 'cluster of the partition (`batches.cluster_id`); "" when unknown',
+    "compacted_by": "how the partition is known to be compacted: `configured` (audit.compacted_topics), `cleaner "
+    "checkpoint` (its log dir's cleaner-offset-checkpoint lists it) or `delete horizon` (a batch the cleaner "
+    "rewrote); null when it is not",
+    "cleaner_offset": "the audited replica's cleaner-offset-checkpoint entry: the cleaner has compacted the log "
+    "below it; null when none",
 }

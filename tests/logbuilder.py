@@ -207,13 +207,20 @@ class PartitionLog:
         return row
 
     def log_start_checkpoint(self, offset: int) -> dict:
+        return self.checkpoint("log-start-offset-checkpoint", offset)
+
+    def cleaner_checkpoint(self, offset: int) -> dict:
+        """The log dir's cleaner-offset-checkpoint lists the partition: the cleaner compacted it up to `offset`."""
+        return self.checkpoint("cleaner-offset-checkpoint", offset)
+
+    def checkpoint(self, kind: str, offset: int) -> dict:
         row = {
-            "kind": "log-start-offset-checkpoint",
+            "kind": kind,
             "topic": self.topic,
             "partition": self.partition,
             "offset": offset,
             "problem": None,
-            "source_file": "log-start-offset-checkpoint",
+            "source_file": kind,
             "broker_id": self.broker_id,
             "cluster_id": self.cluster_id,
         }

@@ -33,7 +33,7 @@ def test_partitions_join_the_replayed_rows_with_their_lso_by_broadcast(spark, tm
     try:
         producers = partition_producer_parts().of(replayed)
         plan = (
-            partition_offsets(replayed, producers, transactions, open_txns)
+            partition_offsets(replayed, producers, segment_parts().of(replayed), transactions, open_txns)
             ._jdf.queryExecution()
             .executedPlan()
             .toString()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from logbuilder import PartitionLog
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.global_transactions import build_global_transactions
@@ -37,6 +38,15 @@ def _transaction(coordinator, outputs, tid, pid, listed, markers, complete=True)
 def _markers(batches):
     """The markers of the replay of `batches`, as the engine hands them to `build_global_transactions`."""
     return markers_of(transaction_parts().of(replay(batches, AuditSettings())))
+
+
+def _partitions(batches):
+    """The audited partitions, none of them compacted, as the engine hands them to `build_global_transactions`."""
+    return batches.select(*TP).distinct().withColumn("compacted_by", F.lit(None).cast("string"))
+
+
+def _no_open_transactions(spark):
+    return spark.createDataFrame([], "cluster_id string, topic string, partition int, producer_id long")
 
 
 def _marker(log, name, offset, control_type):
@@ -109,7 +119,7 @@ def test_decisions_with_their_markers(spark):
     rows[-2]["partitions"][0].update(marker_offset=first_marker, coordinator_epoch=0)
     rows[-1]["partitions"][0].update(marker_offset=second_marker, coordinator_epoch=0)
     schema = GLOBAL_TRANSACTIONS.__class__([f for f in GLOBAL_TRANSACTIONS.fields if f.name != "run_id"])
-    actual = build_global_transactions(records, _markers(batches), batches.select(*TP).distinct())
+    actual = build_global_transactions(records, _markers(batches), _partitions(batches), _no_open_transactions(spark))
     assertDataFrameEqual(actual.select(*schema.fieldNames()), spark.createDataFrame(rows, schema))
 
 
@@ -123,12 +133,32 @@ def test_a_coordinator_lists_the_partitions_of_its_own_cluster(spark):
         batches = spark.createDataFrame(coordinator.rows + output.rows, BATCHES)
         log = spark.createDataFrame(coordinator.transaction_log_rows, TRANSACTION_LOG)
         (decision,) = build_global_transactions(
-            audited_records(log, batches, None), _markers(batches), batches.select(*TP).distinct()
+            audited_records(log, batches, None), _markers(batches), _partitions(batches), _no_open_transactions(spark)
         ).collect()
         return decision.cluster_id, decision.partitions[0].in_input, decision.partitions[0].marker_offset is not None
 
     assert listed_partition("a") == ("a", True, True)
     assert listed_partition("b") == ("a", False, False)
+
+
+def test_a_marker_the_cleaner_removed_is_not_missing(spark):
+    """On a compacted partition the cleaner removes a marker once its transaction's data is gone: not missing, and
+    the decision not torn for it; while the producer's data is still open there, its marker is missing."""
+    coordinator = PartitionLog(topic=COORDINATOR_TOPIC, partition=7)
+    _transaction(coordinator, {}, "a", 100, ("cmp-0", "cmp-1"), {})
+    batches = spark.createDataFrame(coordinator.rows, BATCHES)
+    records = audited_records(spark.createDataFrame(coordinator.transaction_log_rows, TRANSACTION_LOG), batches, None)
+    partitions = spark.createDataFrame(
+        [("", "cmp", n, "cleaner checkpoint") for n in range(2)],
+        "cluster_id string, topic string, partition int, compacted_by string",
+    )
+    cleaned = build_global_transactions(records, _markers(batches), partitions, _no_open_transactions(spark))
+    assert [(row.markers_missing, row.is_torn) for row in cleaned.collect()] == [(0, False)]
+    still_open = spark.createDataFrame(
+        [("", "cmp", 1, 100)], "cluster_id string, topic string, partition int, producer_id long"
+    )
+    missing = build_global_transactions(records, _markers(batches), partitions, still_open)
+    assert [(row.markers_missing, row.is_torn) for row in missing.collect()] == [(1, True)]
 
 
 def test_markers_are_assigned_as_of_their_time(spark):

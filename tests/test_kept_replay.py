@@ -22,6 +22,7 @@ from pipeline.audit.visibility import partition_producer_parts
 from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.snapshot_files import read_files
+from schemas.checkpoints import CHECKPOINTS, CLEANER_OFFSET
 
 SETTINGS = AuditSettings(compacted_topics=["*-changelog"])
 
@@ -36,7 +37,7 @@ def _batches(spark, warehouse: Path, groups: list[FileGroup]):
 def _replayed(spark, warehouse, groups, scratch, folder: Path, run_id: str, earlier: KeptReplay | None = None):
     stage = scratch(run_id)
     keeping = Keeping(str(folder), run_id, earlier)
-    replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, stage, keeping)
+    replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, None, stage, keeping)
     write_kept(str(folder), keeping.outcome.kept)
     return replay, read_kept(str(folder), run_id)
 
@@ -46,7 +47,7 @@ def _aggregated(spark, warehouse, groups, scratch, folder: Path, run_id: str, ea
     aggregated (going on from those `earlier` kept where its replay went on), and the manifest that keeps them."""
     stage = scratch(run_id)
     keeping = Keeping(str(folder), run_id, earlier)
-    replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, stage, keeping)
+    replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, None, stage, keeping)
     aggregates = (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
     written = stage.materialise_all(
         {parts_table(aggregate): partial(kept_parts, aggregate, replay, keeping) for aggregate in aggregates}
@@ -122,8 +123,25 @@ def test_a_kept_replay_of_other_settings_or_changed_files_is_not_gone_on_from(
     stage = scratch("other")
     other = AuditSettings(compacted_topics=[])
     keeping = Keeping(str(folder), "other", kept)
-    replay_kept(_batches(spark, generated_warehouse, groups), groups, other, None, stage, keeping)
+    replay_kept(_batches(spark, generated_warehouse, groups), groups, other, None, None, stage, keeping)
     assert all("/other/" in path for part in keeping.outcome.kept.partitions.values() for path in part["body"])
+    # the cleaner checkpoints a partition it had not before: every row of it says it is compacted now, so that
+    # partition is replayed whole and the others go on
+    group = next(group for group in changed if not group.topic.endswith("-changelog"))
+    batches = _batches(spark, generated_warehouse, changed)
+    replicas = batches.where((F.col("topic") == group.topic) & (F.col("partition") == group.partition))
+    cleaned = spark.createDataFrame(
+        [
+            (CLEANER_OFFSET, group.topic, group.partition, 5, None, "cleaner-offset-checkpoint", row.broker_id, row.cluster_id)
+            for row in replicas.select("broker_id", "cluster_id").distinct().collect()
+        ],
+        CHECKPOINTS,
+    )
+    stage = scratch("cleaned")
+    keeping = Keeping(str(folder), "cleaned", kept)
+    replay_kept(batches, changed, SETTINGS, None, cleaned, stage, keeping)
+    replayed = {key for key, part in keeping.outcome.kept.partitions.items() if "/cleaned/" in "".join(part["body"])}
+    assert replayed == {json.dumps([group.topic, group.partition])}
 
 
 def test_the_kept_parts_merged_with_those_of_the_replayed_rows_aggregate_all_rows(

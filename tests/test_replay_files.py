@@ -44,11 +44,13 @@ def _assert_same_replay(spark, store: TableStore, settings: AuditSettings, scrat
         transaction_log = _known_cluster(store.read("transaction_log", schema=schemas.TRANSACTION_LOG))
         if versions is not None:
             transaction_log = transaction_log.withColumn("client_transaction_version", versions)
+    checkpoints = store.read("checkpoints", schema=schemas.CHECKPOINTS) if store.exists("checkpoints") else None
     files = store.files_per_partition("batches")
     assert files, "every file of an ingested log dir holds one partition"
     stage = scratch("replay-files")
-    exchanged = stage.materialise_pass(replay_pass(batches, settings, transaction_log), "exchanged")
-    from_files, _ = replay_kept(batches, files, settings, transaction_log, stage, Keeping(stage.path("kept"), "run"))
+    exchanged = stage.materialise_pass(replay_pass(batches, settings, transaction_log, checkpoints), "exchanged")
+    keeping = Keeping(stage.path("kept"), "run")
+    from_files, _ = replay_kept(batches, files, settings, transaction_log, checkpoints, stage, keeping)
     assert from_files.schema == exchanged.schema
     assertDataFrameEqual(from_files, exchanged)
     versions = from_files.where(F.col("coordinator_version").isNotNull()).count()

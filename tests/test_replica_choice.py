@@ -4,6 +4,7 @@ import pytest
 from logbuilder import PartitionLog
 
 from pipeline.audit.replay import replica_facts
+from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 
 
@@ -20,5 +21,5 @@ def two_replicas(spark):
 
 @pytest.mark.parametrize(("rule", "broker"), [("leader_epoch", 1), ("broker_id", 0)])
 def test_one_replica_is_kept(two_replicas, rule, broker):
-    kept = {row.broker_id for row in replica_facts(two_replicas, rule).select("broker_id").collect()}
-    assert kept == {broker}
+    facts = replica_facts(two_replicas, AuditSettings(replica_choice=rule))
+    assert {row.broker_id for row in facts.select("broker_id").collect()} == {broker}

@@ -778,6 +778,46 @@ SCENARIOS = {
 }
 
 
+def seq_001_cleaned_away(log, _):
+    """The cleaner removed the batches of sequences 3-4, superseded by later records: a compacted partition, known by
+    its cleaner checkpoint alone, and the gap lies below it."""
+    log.data(1, 0, 0, 3)
+    log.skip(2)
+    log.data(1, 0, 5, 1)
+    log.data(1, 0, 6, 1)
+    log.cleaner_checkpoint(log.next_offset)
+
+
+def seq_001_above_the_cleaner_checkpoint(log, _):
+    """A gap in the part of a compacted partition the cleaner has not reached yet is a gap."""
+    log.cleaner_checkpoint(3)
+    log.data(1, 0, 0, 3)
+    log.data(1, 0, 3, 1)
+    log.data(1, 0, 6, 1)
+
+
+def snp_003_cleaned_away(log, _):
+    """The snapshot was written before the cleaner removed producer 1's only batch (superseded by producer 2's
+    records): a compacted partition, known by its cleaner checkpoint."""
+    log.data(2, 0, 0, 1)
+    log.skip(1)
+    log.data(2, 0, 1, 1)
+    log.snapshot(3, 1, 0, last_sequence=0, last_offset=1, offset_delta=0)
+    log.snapshot(3, 2, 0, last_sequence=1, last_offset=2, offset_delta=0)
+    log.cleaner_checkpoint(3)
+
+
+def lep_003_cleaned_away(log, _):
+    """Epoch 1 began at offset 1, whose batch the cleaner removed: a compacted partition, known by its cleaner
+    checkpoint."""
+    log.data(1, 0, 0, 1)
+    log.leader_epoch = 1
+    log.skip(1)
+    log.data(1, 0, 2, 1)
+    log.epoch_checkpoint((0, 0), (1, 1))
+    log.cleaner_checkpoint(3)
+
+
 def snp_003_window_cleared_by_a_v2_marker(log, _):
     """A V2 commit bumps the epoch and the broker clears the producer's batch window (spec §2.7): the snapshot
     after it rightly holds no last batch."""
@@ -834,6 +874,10 @@ VARIANTS = {
     ("markers pending", "XTX-002"): (xtx_002_pending, "WARN"),
     ("V1 client with TV2 fence records", "XTX-006"): (xtx_006_v1_client_with_tv2_fence_records, "ERROR"),
     ("leftover files", "SEG-001"): (file_problem(PROBLEM_LEFTOVER_FILES), "INFO"),
+    ("cleaned away", "SEQ-001"): (seq_001_cleaned_away, "INFO"),
+    ("above the cleaner checkpoint", "SEQ-001"): (seq_001_above_the_cleaner_checkpoint, "ERROR"),
+    ("cleaned away", "SNP-003"): (snp_003_cleaned_away, "INFO"),
+    ("cleaned away", "LEP-003"): (lep_003_cleaned_away, "INFO"),
 }
 # More correct logs a rule must stay silent on: (name, rule code) -> builder
 SILENT_VARIANTS = {

@@ -213,7 +213,9 @@ def _global_transactions(inputs: AuditInputs, batches: DataFrame) -> DataFrame:
     """The coordinator decisions with their markers; no rows when no `__transaction_state` was ingested."""
     if inputs.coordinator_records is None:
         return batches.sparkSession.createDataFrame([], GLOBAL_TRANSACTIONS)
-    return build_global_transactions(inputs.coordinator_records, inputs.markers, inputs.partitions)
+    return build_global_transactions(
+        inputs.coordinator_records, inputs.markers, inputs.partitions, inputs.open_transactions
+    )
 
 
 def _with_finding_counts(partitions: DataFrame, findings: DataFrame) -> DataFrame:

@@ -103,16 +103,37 @@ def _assigned_markers(decisions: DataFrame, markers: DataFrame) -> DataFrame:
     )
 
 
-def build_global_transactions(records: DataFrame, markers: DataFrame, partitions: DataFrame) -> DataFrame:
+def build_global_transactions(
+    records: DataFrame, markers: DataFrame, partitions: DataFrame, open_transactions: DataFrame
+) -> DataFrame:
     """`global_transactions` rows (without the run id) from the audited coordinator records, the markers of the
-    audited replicas and their partitions, a row each (`transaction_log.audited_records`,
-    `transactions.markers_of`, `partitions`)."""
+    audited replicas, their partitions, a row each, and their open transactions (`transaction_log.audited_records`,
+    `transactions.markers_of`, `partitions`, `open_transactions`).
+
+    The cleaner of a compacted partition removes a marker once the transaction's data is gone
+    (`delete.retention.ms` later): a marker absent there is not missing unless the producer's data is still open on
+    the partition."""
     decisions = _decisions(records)
-    audited = partitions.select("cluster_id", tp_name().alias("tp_name")).withColumn("in_input", F.lit(True))
+    audited = partitions.select(
+        "cluster_id",
+        tp_name().alias("tp_name"),
+        F.lit(True).alias("in_input"),
+        F.col("compacted_by").isNotNull().alias("compacted"),
+    )
+    still_open = (
+        open_transactions.select("cluster_id", tp_name().alias("tp_name"), "producer_id")
+        .distinct()
+        .withColumn("open_here", F.lit(True))
+    )
     name = F.split("tp_name", "-")
     listed = (
         decisions.join(_assigned_markers(decisions, markers), on=[*DECISION_KEY, "tp_name"], how="left")
         .join(audited, on=["cluster_id", "tp_name"], how="left")
+        .join(still_open, on=["cluster_id", "tp_name", "producer_id"], how="left")
+        .withColumn(
+            "may_be_cleaned",
+            F.coalesce("compacted", F.lit(False)) & ~F.coalesce("open_here", F.lit(False)),
+        )
         .select(
             "*",
             F.struct(
@@ -143,7 +164,7 @@ def build_global_transactions(records: DataFrame, markers: DataFrame, partitions
             F.array_sort(F.collect_list("listed")).alias("partitions"),
             _count(found == F.col("decided")).alias("markers_agreeing"),
             _count(found != F.col("decided")).alias("markers_contradicting"),
-            _count(in_input & found.isNull()).alias("markers_missing"),
+            _count(in_input & found.isNull() & ~F.col("may_be_cleaned")).alias("markers_missing"),
         )
         .select(
             F.col("coordinator_topic").alias("topic"),

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import Fires, check, frame, rule
-from pipeline.audit.replay import TP
+from pipeline.audit.replay import COMPACTION, TP
 from schemas.batches import STATUS_OK
 
 EPOCH_CHECKPOINT_ORDER = rule(
@@ -40,7 +40,9 @@ EPOCH_CHECKPOINT_VS_LOG = rule(
     "epoch e does not start at s; or the retained log holds batches of an epoch the checkpoint does not list. "
     "WARN: the file is flushed asynchronously and truncation rewrites it. An epoch with no batch at all is "
     "fine (a leader that wrote nothing), and so is an entry moved up to the log start by retention, which "
-    "may fall inside a batch.",
+    "may fall inside a batch. INFO on a compacted partition when the entry lies below the cleaner checkpoint "
+    "and the cleaner removed the epoch's first batches.",
+    also=("INFO",),
     impact=(
         "A checkpoint that disagrees with the log gives followers a wrong truncation point after a leader change; it "
         "is often only a checkpoint that was not flushed yet."
@@ -159,6 +161,7 @@ def EPOCH_CHECKPOINT_ENTRIES(inputs: AuditInputs, ctx: AuditContext) -> DataFram
         .select(*TP, "broker_id", "epoch", "start_offset", "line", F.col("source_file").alias("checkpoint"))
         .join(inputs.epoch_starts, on=[*TP, "broker_id", "epoch"], how="inner")
         .where(F.col("start_offset") >= F.col("log_start_offset"))
+        .join(inputs.partitions.select(*TP, *COMPACTION), on=TP, how="left")
     )
     return _at_first_batch(rows)
 
@@ -168,15 +171,23 @@ def epoch_checkpoint_vs_log(ctx: AuditContext) -> Fires:
     moved_to_log_start = (F.col("start_offset") == F.col("log_start_offset")) & F.col("start_offset").between(
         F.col("first.base_offset"), F.col("first.last_offset")
     )
+    # the cleaner removed the epoch's first batches: they lay below its checkpoint on a compacted partition
+    cleaned_away = (
+        F.col("compacted_by").isNotNull()
+        & (F.col("start_offset") < F.col("first.base_offset"))
+        & (F.col("start_offset") < F.col("cleaner_offset"))
+    )
     return Fires(
         (F.col("start_offset") != F.col("first.base_offset")) & ~moved_to_log_start,
         F.format_string(
-            "leader-epoch-checkpoint says epoch %d starts at offset %d; its first batch starts at %d",
+            "leader-epoch-checkpoint says epoch %d starts at offset %d; its first batch starts at %d%s",
             "epoch",
             "start_offset",
             "first.base_offset",
+            F.when(cleaned_away, F.lit(" (the cleaner removed the batches before it)")).otherwise(F.lit("")),
         ),
         {"checkpoint": F.col("checkpoint"), "line": F.col("line"), "checkpoint_start_offset": F.col("start_offset")},
+        severity=F.when(F.coalesce(cleaned_away, F.lit(False)), F.lit("INFO")).otherwise(F.lit("WARN")),
     )
 
 

@@ -30,6 +30,7 @@ from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.audit.replay_task import replay_rows
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
+from schemas.checkpoints import CLEANER_OFFSET
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 
 # A partition: topic and partition number within one cluster (`batches.cluster_id`, "" when unknown). Clusters
@@ -41,6 +42,12 @@ REPLICA = [*TP, "broker_id"]
 # What `replica_facts` says of a whole replica: the replay reads them, but does not keep them on every row, where
 # appending to the replica would make the rows written before stale.
 REPLICA_FACTS = ["first_segment_base_offset", "last_segment_base_offset", "partition_max_timestamp"]
+# How a replica is known to be compacted, if it is (`compacted_by`), and its cleaner's checkpoint: on every row, and
+# part of what a kept replay of its partition must still say to be gone on from (pipeline.audit.replay_files).
+COMPACTION = ["compacted_by", "cleaner_offset"]
+COMPACTED_CONFIGURED = "configured"  # audit.compacted_topics names the topic
+COMPACTED_CLEANER = "cleaner checkpoint"  # the log dir's cleaner-offset-checkpoint lists the partition
+COMPACTED_DELETE_HORIZON = "delete horizon"  # a batch carries the delete-horizon bit: the cleaner rewrote it
 
 
 def topic_matches(patterns: list[str]) -> Column:
@@ -51,15 +58,15 @@ def topic_matches(patterns: list[str]) -> Column:
     return matched
 
 
-def prepare_batches(batches: DataFrame, settings: AuditSettings) -> DataFrame:
+def prepare_batches(batches: DataFrame, settings: AuditSettings, checkpoints: DataFrame | None = None) -> DataFrame:
     """The one exchange: the audited replica's batches clustered by partition (`TP`), with topic kinds and
-    the replica's facts (first and last segment, newest timestamp)."""
+    the replica's facts (first and last segment, newest timestamp, compaction)."""
     batches = audited_broker(batches)
-    facts = F.broadcast(replica_facts(batches, settings.replica_choice))
+    facts = F.broadcast(replica_facts(batches, settings, checkpoints))
     return (
         batches.join(facts, on=REPLICA, how="inner")
         .repartition(*TP)
-        .withColumn("is_compacted", topic_matches(settings.compacted_topics))
+        .withColumn("is_compacted", F.col("compacted_by").isNotNull())
         .withColumn("is_coordinator_topic", topic_matches(settings.coordinator_topics))
         .withColumn("is_kraft_topic", topic_matches(settings.kraft_topics))
     )
@@ -75,13 +82,17 @@ def _glob_to_like(pattern: str) -> str:
     return escaped.replace("*", "%").replace("?", "_")
 
 
-def replica_facts(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
+def replica_facts(df: DataFrame, settings: AuditSettings, checkpoints: DataFrame | None = None) -> DataFrame:
     """One row per partition: the replica to audit (config `audit.replica_choice`) and facts about its log.
 
     `leader_epoch`: highest leader epoch, then longest log, then lowest broker id, i.e. the replica that saw
     the newest leader. `broker_id`: the lowest broker id. Replicas of one partition can differ (followers copy
     what the leader wrote, but truncation and unclean elections happen); auditing two copies at once would
     report every batch twice. An aggregate, not a window over the batches, so choosing costs no sort.
+
+    A replica is compacted when the settings name its topic, when its log dir's `cleaner-offset-checkpoint` lists
+    it (the cleaner only checkpoints the logs it compacts) or when a batch carries the delete-horizon bit, which
+    only the cleaner sets (`COMPACTION`): what the log dir shows needs no configuration.
     """
     per_broker = df.groupBy(*REPLICA).agg(
         F.max("partition_leader_epoch").alias("_epoch"),
@@ -89,31 +100,66 @@ def replica_facts(df: DataFrame, rule: str = "leader_epoch") -> DataFrame:
         F.min("segment_base_offset").alias("first_segment_base_offset"),
         F.max("segment_base_offset").alias("last_segment_base_offset"),
         F.max("max_timestamp").alias("partition_max_timestamp"),
+        F.max(F.coalesce("has_delete_horizon", F.lit(False))).alias("_delete_horizon"),
     )
     lowest_broker = (-F.col("broker_id")).alias("broker")
+    rule = settings.replica_choice
     rank = F.struct(lowest_broker) if rule == "broker_id" else F.struct("_epoch", "_end", lowest_broker)
-    return (
+    chosen = (
         per_broker.withColumn("_rank", rank)
         .withColumn("_best_rank", F.max("_rank").over(Window.partitionBy(*TP)))
         .where(F.col("_rank") == F.col("_best_rank"))
         .drop("_epoch", "_end", "_rank", "_best_rank")
     )
+    cleaner = F.lit(None).cast("long")
+    if checkpoints is not None:
+        chosen = chosen.join(F.broadcast(cleaner_offsets(checkpoints)), on=REPLICA, how="left")
+        cleaner = F.col("cleaner_offset")
+    return chosen.withColumns(
+        {
+            "compacted_by": F.when(topic_matches(settings.compacted_topics), F.lit(COMPACTED_CONFIGURED))
+            .when(cleaner.isNotNull(), F.lit(COMPACTED_CLEANER))
+            .when(F.col("_delete_horizon"), F.lit(COMPACTED_DELETE_HORIZON)),
+            "cleaner_offset": cleaner,
+        }
+    ).drop("_delete_horizon")
 
 
-def replay(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> DataFrame:
+def cleaner_offsets(checkpoints: DataFrame) -> DataFrame:
+    """Per replica listed in its log dir's `cleaner-offset-checkpoint`: the offset the cleaner has cleaned up to."""
+    return (
+        audited_broker(checkpoints.where((F.col("kind") == CLEANER_OFFSET) & F.col("topic").isNotNull()))
+        .withColumn("cluster_id", F.coalesce("cluster_id", F.lit("")))
+        .groupBy(*REPLICA)
+        .agg(F.max("offset").alias("cleaner_offset"))
+    )
+
+
+def replay(
+    batches: DataFrame,
+    settings: AuditSettings,
+    transaction_log: DataFrame | None = None,
+    checkpoints: DataFrame | None = None,
+) -> DataFrame:
     """Every batch of the audited replicas with its file-order and producer state: the `replay` table.
 
     Each task of the partitions `prepare_batches` made sorts its rows into file order, then into producer order,
     and walks each order a chunk at a time (pipeline.audit.replay_task). `transaction_log`, when ingested,
-    gives the transaction version the coordinator recorded (pipeline.audit.coordinator_version).
+    gives the transaction version the coordinator recorded (pipeline.audit.coordinator_version); `checkpoints`,
+    the cleaner's (`replica_facts`).
     """
-    return replay_pass(batches, settings, transaction_log).frame()
+    return replay_pass(batches, settings, transaction_log, checkpoints).frame()
 
 
-def replay_pass(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> ArrowPass:
+def replay_pass(
+    batches: DataFrame,
+    settings: AuditSettings,
+    transaction_log: DataFrame | None = None,
+    checkpoints: DataFrame | None = None,
+) -> ArrowPass:
     """`replay` as the clustered rows and the pass over them, so that the pass's tasks can write the table
     themselves (pipeline.audit.scratch.Scratch.materialise_pass) instead of handing it back to the JVM."""
-    rows = replay_input(batches, settings, transaction_log)
+    rows = replay_input(batches, settings, transaction_log, checkpoints)
     schema = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
     replay_pass_function = partial(
         replay_rows,
@@ -124,9 +170,14 @@ def replay_pass(batches: DataFrame, settings: AuditSettings, transaction_log: Da
     return ArrowPass(rows, replay_pass_function, schema)
 
 
-def replay_input(batches: DataFrame, settings: AuditSettings, transaction_log: DataFrame | None = None) -> DataFrame:
+def replay_input(
+    batches: DataFrame,
+    settings: AuditSettings,
+    transaction_log: DataFrame | None = None,
+    checkpoints: DataFrame | None = None,
+) -> DataFrame:
     """The audited replicas' rows, clustered by partition, with the per-row facts the replay pass reads."""
-    rows = with_coordinator_version(prepare_batches(batches, settings), transaction_log)
+    rows = with_coordinator_version(prepare_batches(batches, settings, checkpoints), transaction_log)
     return rows.withColumns(
         {
             "is_producer_row": _carries_producer_state(),

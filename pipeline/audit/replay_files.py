@@ -35,7 +35,7 @@ from pipeline.audit.coordinator_version import coordinator_versions
 from pipeline.audit.kept_replay import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
 from pipeline.audit.partition_replay import PartitionFiles, replay_partition, write_table
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
-from pipeline.audit.replay import REPLICA, audited_broker, replay_pass, replica_facts, topic_matches
+from pipeline.audit.replay import COMPACTION, REPLICA, audited_broker, replay_pass, replica_facts, topic_matches
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.snapshot_states import ReplayUnit
 from pipeline.config import AuditSettings
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOPIC_KINDS = ["is_compacted", "is_coordinator_topic", "is_kraft_topic"]
+TOPIC_KINDS = ["is_coordinator_topic", "is_kraft_topic"]
 READ_ROWS = 65_536  # rows read from a file at a time
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
@@ -83,6 +83,7 @@ def replay_kept(
     files: Sequence[FileGroup],
     settings: AuditSettings,
     transaction_log: DataFrame | None,
+    checkpoints: DataFrame | None,
     scratch: Scratch,
     keeping: Keeping,
 ) -> tuple[DataFrame, list[ReplayUnit]]:
@@ -91,8 +92,8 @@ def replay_kept(
     for each partition that can (the run's manifest is written once its outputs are: pipeline.audit.kept_findings).
     Also the units of files that hold whole producers, for the snapshot walk."""
     spark = batches.sparkSession
-    exchanged = replay_pass(batches, settings, transaction_log)  # planned only: it gives the schema
-    facts = scratch.materialise(replica_facts(audited_broker(batches), settings.replica_choice), "replica_facts")
+    exchanged = replay_pass(batches, settings, transaction_log, checkpoints)  # planned only: it gives the schema
+    facts = scratch.materialise(replica_facts(audited_broker(batches), settings, checkpoints), "replica_facts")
     run_folder = f"{keeping.folder}/{keeping.run_id}"
     versions_path = None
     if transaction_log is not None:
@@ -148,10 +149,12 @@ def replay_kept(
 
 
 def _audited_replicas(facts: DataFrame) -> dict[str, list]:
-    """Per partition key: its audited replicas (cluster, broker), sorted; one row per partition on the driver."""
+    """Per partition key: its audited replicas (cluster, broker, compaction), sorted; one row per partition on the
+    driver. Every replayed row carries its replica's compaction, so a change of it replays the partition whole."""
     replicas: dict[str, list] = {}
-    for row in facts.select("cluster_id", "topic", "partition", "broker_id").collect():
-        replicas.setdefault(partition_key(row.topic, row.partition), []).append([row.cluster_id, row.broker_id])
+    for row in facts.select("cluster_id", "topic", "partition", "broker_id", *COMPACTION).collect():
+        replica = [row.cluster_id, row.broker_id, row.compacted_by, row.cleaner_offset]
+        replicas.setdefault(partition_key(row.topic, row.partition), []).append(replica)
     return {key: sorted(values) for key, values in replicas.items()}
 
 
@@ -231,14 +234,13 @@ def task_files(plans: Sequence[PartitionFiles], most_tasks: int) -> tuple[tuple[
     return tuple(tuple(plans) for plans in assigned)
 
 
-def _topic_kinds(spark, topics: list[str], settings: AuditSettings) -> dict[str, tuple[bool, bool, bool]]:
+def _topic_kinds(spark, topics: list[str], settings: AuditSettings) -> dict[str, tuple[bool, bool]]:
     """Per topic name: compacted, coordinator, KRaft, as the exchange path's `topic_matches` says."""
     if not topics:
         return {}
     names = spark.createDataFrame([(topic,) for topic in topics], "topic string")
     kinds = names.select(
         "topic",
-        topic_matches(settings.compacted_topics).alias("is_compacted"),
         topic_matches(settings.coordinator_topics).alias("is_coordinator_topic"),
         topic_matches(settings.kraft_topics).alias("is_kraft_topic"),
     )
@@ -249,7 +251,7 @@ def replay_files(
     ids: Iterator[pa.RecordBatch],
     *,
     tasks: tuple[tuple[PartitionFiles, ...], ...],
-    kinds: dict[str, tuple[bool, bool, bool]],
+    kinds: dict[str, tuple[bool, bool]],
     facts_path: str,
     versions_path: str | None,
     input_schema: pa.Schema,
@@ -362,7 +364,7 @@ def _read_folder(path: str) -> pa.Table:
 def _input_rows(
     batch: pa.RecordBatch,
     topic: str,
-    topic_kinds: tuple[bool, bool, bool],
+    topic_kinds: tuple[bool, bool],
     facts: pa.Table,
     versions: pa.Table | None,
     schema: pa.Schema,
@@ -381,6 +383,7 @@ def _input_rows(
     )
     rows = rows.join(facts, keys=REPLICA, join_type="inner")
     count = rows.num_rows
+    rows = rows.append_column("is_compacted", pc.is_valid(rows["compacted_by"]))
     for kind, value in zip(TOPIC_KINDS, topic_kinds, strict=True):
         rows = rows.append_column(kind, _repeated(pa.scalar(value), count))
     rows = rows.append_column("coordinator_version", _coordinator_version(rows, versions))

@@ -11,13 +11,13 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline.audit.kept_tables import Mergeable, Part
-from pipeline.audit.replay import TP
+from pipeline.audit.replay import COMPACTION, TP
 
 NEVER = (1 << 63) - 1  # an offset past every other: the next segment of the last one, a transaction never closed
 
 
 def segment_parts() -> Mergeable:
-    """Per (replica, segment, source format): its rows, their newest timestamp and whether the topic is compacted."""
+    """Per (replica, segment, source format): its rows, their newest timestamp and the replica's compaction."""
     return Mergeable(
         "segments",
         (*TP, "broker_id", "segment_base_offset", "source_format"),
@@ -25,6 +25,7 @@ def segment_parts() -> Mergeable:
             Part("entry_count", "count", F.lit(1)),
             Part("max_timestamp", "max", F.col("max_timestamp")),
             Part("is_compacted", "max", F.col("is_compacted")),
+            *[Part(name, "max", F.col(name)) for name in COMPACTION],
         ),
     )
 
@@ -45,8 +46,10 @@ def segment_ranges(segments: DataFrame) -> DataFrame:
 
 
 def partition_facts(segments: DataFrame) -> DataFrame:
-    """Per partition: the newest timestamp of its batches and whether its topic is compacted."""
+    """Per partition: the newest timestamp of its batches, whether it is compacted, how that is known and its
+    cleaner checkpoint (pipeline.audit.replay.COMPACTION)."""
     return segments.groupBy(*TP).agg(
         F.max("max_timestamp").alias("partition_max_timestamp"),
         F.max("is_compacted").alias("is_compacted"),
+        *[F.max(name).alias(name) for name in COMPACTION],
     )

@@ -21,7 +21,10 @@ OUT_OF_ORDER = rule(
     "6.2",
     "Known producer, same epoch, non-empty window, not a duplicate, and the base sequence does not follow "
     "the last sequence written (int32 wraparound allowed). Batches after a forward gap are judged against "
-    "the gap's end. When the producer was silent for the producer-id expiry interval this is SEQ-007.",
+    "the gap's end. When the producer was silent for the producer-id expiry interval this is SEQ-007. INFO for "
+    "a forward gap on a compacted partition at or below its cleaner checkpoint: the cleaner removes whole "
+    "batches whose records are all superseded, so the gap is its normal trace.",
+    also=("INFO",),
     impact=(
         "A sequence gap means batches the producer sent are not on this replica (lost records), or the broker "
         "accepted an out-of-order write it should have rejected with OUT_OF_ORDER_SEQUENCE_NUMBER."
@@ -221,6 +224,12 @@ def _original_offset() -> Column:
     return F.col("original_offset")
 
 
+def _cleaned_away() -> Column:
+    """A forward gap the cleaner made: the batch lies at or below its compacted partition's cleaner checkpoint, so
+    every batch missing before it was in the cleaned part of the log."""
+    return _gap() & F.col("is_compacted") & (F.col("base_offset") <= F.col("cleaner_offset"))
+
+
 @check(OUT_OF_ORDER, on=PRODUCER_BATCHES)
 def out_of_order(ctx: AuditContext) -> Fires:
     return Fires(
@@ -238,6 +247,7 @@ def out_of_order(ctx: AuditContext) -> Fires:
             previous_offset=F.col("prev_run_offset"),
             previous_last=F.col("prev_last_sequence"),
         ),
+        severity=F.when(F.coalesce(_cleaned_away(), F.lit(False)), F.lit("INFO")).otherwise(F.lit("ERROR")),
     )
 
 

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import Fires, check, frame, rule
-from pipeline.audit.replay import TP, topic_matches
+from pipeline.audit.replay import COMPACTION, TP, topic_matches
 from pipeline.audit.snapshot_states import by_snapshot
 from pipeline.config import AuditSettings
 
@@ -56,7 +56,8 @@ SNAPSHOT_DIVERGES = rule(
     "epoch. The replayed last batch is the broker's: none (-1, -1, 0) once a marker that changed the "
     "producer's epoch (a fence or timeout abort, every TV2 marker) cleared its batch window. A producer the "
     "snapshot lacks may have expired (INFO); one the snapshot has whose data lies below the log start is not "
-    "compared.",
+    "compared, and one whose batches a compacted partition's cleaner removed below its checkpoint is INFO. Each "
+    "snapshot is compared with the log of the replica it was read from.",
     also=("WARN", "INFO"),
     impact=(
         "A broker that loads this snapshot starts from producer state the log does not support: wrong epoch or open "
@@ -232,7 +233,7 @@ def SNAPSHOT_PRODUCERS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | No
             ),
             allowMissingColumns=True,
         )
-        .join(inputs.partitions.select(*TP, "log_start_offset"), on=TP, how="inner")
+        .join(inputs.partitions.select(*TP, "log_start_offset", *COMPACTION), on=TP, how="inner")
         .withColumns(
             {
                 "producer_epoch": F.coalesce("snap_producer_epoch", "replay_producer_epoch"),
@@ -270,6 +271,10 @@ def snapshot_diverges(ctx: AuditContext) -> Fires:
     for name in _COMPARED:
         any_difference = any_difference | _differs(name)
     deleted_history = F.col("snap_last_offset") < F.col("log_start_offset")
+    # the cleaner removed the producer's batches below the offset after the snapshot was written
+    cleaned_away = F.col("compacted_by").isNotNull() & F.coalesce(
+        F.col("snap_last_offset") < F.col("cleaner_offset"), F.lit(True)
+    )
     differing = F.concat_ws(", ", *[F.when(_differs(c), F.lit(c)) for c in _STATE])
     return Fires(
         (in_snapshot & in_replay & any_difference)
@@ -282,9 +287,10 @@ def snapshot_diverges(ctx: AuditContext) -> Fires:
         .when(
             ~in_replay,
             F.format_string(
-                "snapshot %d has producer %d, the log below it has none of its batches",
+                "snapshot %d has producer %d, the log below it has none of its batches%s",
                 F.col("snapshot_offset"),
                 F.col("producer_id"),
+                F.when(cleaned_away, F.lit(" (the cleaner removed them)")).otherwise(F.lit("")),
             ),
         )
         .otherwise(
@@ -296,7 +302,7 @@ def snapshot_diverges(ctx: AuditContext) -> Fires:
             )
         ),
         _state_evidence(),
-        severity=F.when(~in_snapshot, F.lit("INFO"))
+        severity=F.when(~in_snapshot | (~in_replay & cleaned_away), F.lit("INFO"))
         .when(in_replay & ~serious, F.lit("WARN"))
         .otherwise(F.lit("ERROR")),
     )

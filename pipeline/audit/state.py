@@ -64,10 +64,10 @@ def build_state(
     checkpoints = side.get("checkpoints")
     transaction_log = side.get("transaction_log")
     if batch_files and keeping is not None:
-        replayed, units = replay_kept(batches, batch_files, settings, transaction_log, scratch, keeping)
+        replayed, units = replay_kept(batches, batch_files, settings, transaction_log, checkpoints, scratch, keeping)
         audited = scratch.read("replica_facts")  # a row per audited replica, which the replay's tasks read
     else:
-        replayed = scratch.materialise_pass(replay_pass(batches, settings, transaction_log), "replay")
+        replayed = scratch.materialise_pass(replay_pass(batches, settings, transaction_log, checkpoints), "replay")
         units = [ReplayUnit((path,)) for path in scratch.files("replay")]
         audited = replayed
     producer_batches = replayed.where(F.col("is_producer_row"))
@@ -99,7 +99,7 @@ def build_state(
     last = scratch.materialise_all(
         {
             "partitions": lambda: partition_offsets(
-                replayed, first["parts/partition_producers"], transactions, open_txns, log_starts
+                replayed, first["parts/partition_producers"], segments, transactions, open_txns, log_starts
             ),
             "transaction_causes": lambda: transaction_causes(open_txns, transactions, records),
         }

@@ -14,7 +14,7 @@ from pipeline.audit.context import AuditContext
 from pipeline.audit.frames import OPEN_TRANSACTIONS, PARTITIONS
 from pipeline.audit.kept_tables import Mergeable, Part
 from pipeline.audit.registry import Fires, check, rule
-from pipeline.audit.replay import TP
+from pipeline.audit.replay import COMPACTION, TP
 from pipeline.audit.segments import partition_facts
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_LEGACY, STATUS_OK
@@ -216,12 +216,13 @@ def partition_producer_parts() -> Mergeable:
 def partition_offsets(
     prepared: DataFrame,
     producers: DataFrame,
+    segments: DataFrame,
     transactions: DataFrame,
     open_txns: DataFrame,
     checkpoint_log_starts: DataFrame | None = None,
 ) -> DataFrame:
-    """Per partition: log start/end, first unstable offset, LSO and transaction counts; `producers` are the
-    replay's `partition_producer_parts`.
+    """Per partition: log start/end, first unstable offset, LSO, transaction counts and compaction; `producers` and
+    `segments` are the replay's `partition_producer_parts` and `segment_parts`.
 
     The log start is the first retained offset, or the checkpointed one when it is higher (DeleteRecords
     moves it inside a segment).
@@ -280,8 +281,10 @@ def partition_offsets(
         .groupBy(*TP)
         .agg(F.sum("record_count").alias("aborted_below_lso"))
     )
+    compaction = partition_facts(segments).select(*TP, *COMPACTION)
     return (
         logs.join(outcomes, on=TP, how="left")
+        .join(compaction, on=TP, how="left")
         .join(unstable, on=TP, how="left")
         .join(committed_view, on=TP, how="left")
         .join(aborted_below, on=TP, how="left")
@@ -301,6 +304,7 @@ def partition_offsets(
             .cast("long")
             .alias("read_committed_records"),
             "broker_id",
+            *COMPACTION,
         )
     )
 
