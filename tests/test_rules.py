@@ -818,6 +818,12 @@ def lep_003_cleaned_away(log, _):
     log.cleaner_checkpoint(3)
 
 
+def fmt_004_corrupt_follower_copy(log, _):
+    """Broker 1's copy of the second batch has a flipped byte; broker 0's copy, the audited one, is intact."""
+    batches = three_batches(log)
+    copy_on_broker(log, 1, [batches[0], {**batches[1], "crc_valid": False}, batches[2]])
+
+
 def snp_003_window_cleared_by_a_v2_marker(log, _):
     """A V2 commit bumps the epoch and the broker clears the producer's batch window (spec §2.7): the snapshot
     after it rightly holds no last batch."""
@@ -878,6 +884,7 @@ VARIANTS = {
     ("above the cleaner checkpoint", "SEQ-001"): (seq_001_above_the_cleaner_checkpoint, "ERROR"),
     ("cleaned away", "SNP-003"): (snp_003_cleaned_away, "INFO"),
     ("cleaned away", "LEP-003"): (lep_003_cleaned_away, "INFO"),
+    ("corrupt follower copy", "FMT-004"): (fmt_004_corrupt_follower_copy, "ERROR"),
 }
 # More correct logs a rule must stay silent on: (name, rule code) -> builder
 SILENT_VARIANTS = {

@@ -6,13 +6,13 @@ These look at every entry the decoder found, including the ones the broker's ite
 
 from __future__ import annotations
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.context import AuditContext
+from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.frames import BATCHES
-from pipeline.audit.registry import Fires, check, rule
-from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT
+from pipeline.audit.registry import Fires, check, frame, rule
+from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP, audited_broker
 from schemas.batches import STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
 
 MAX_CODEC_ID = 4  # zstd
@@ -78,7 +78,8 @@ CRC_MISMATCH = rule(
     "ERROR",
     "6.1",
     "Stored CRC differs from the CRC-32C of attributes..end (CRC-32 for legacy entries). The header is still "
-    "replayed (spec §6.0a.2).",
+    "replayed (spec §6.0a.2). Checked on every ingested copy of a partition, not only the audited replica: a "
+    "corrupt follower becomes a corrupt leader at its next election.",
     impact=(
         "A batch whose bytes changed after the leader wrote them; recovery truncates the segment at it, and "
         "consumers that check CRCs (`check.crcs`, on by default) fail on it."
@@ -353,6 +354,30 @@ def crc_mismatch(ctx: AuditContext) -> Fires:
     return Fires(
         _readable() & (F.col("crc_valid") == F.lit(False)),
         F.format_string("stored CRC %d does not match the batch bytes", F.col("crc")),
+        {**_location(), "stored_crc": F.col("crc")},
+    )
+
+
+@frame("batches.other_copies")
+def OTHER_COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802
+    """The readable entries of the copies the replay did not audit whose stored CRC does not match their bytes."""
+    audited = inputs.segments.select(*TP, "broker_id").distinct()
+    return (
+        audited_broker(inputs.all_batches)
+        .where(_readable() & (F.col("crc_valid") == F.lit(False)))
+        .join(F.broadcast(audited), on=[*TP, "broker_id"], how="left_anti")
+    )
+
+
+@check(CRC_MISMATCH, on=OTHER_COPIES)
+def crc_mismatch_in_another_copy(ctx: AuditContext) -> Fires:
+    return Fires(
+        F.lit(True),
+        F.format_string(
+            "stored CRC %d does not match the batch bytes in broker %d's copy (not the audited replica)",
+            F.col("crc"),
+            F.col("broker_id"),
+        ),
         {**_location(), "stored_crc": F.col("crc")},
     )
 

@@ -85,11 +85,19 @@ LOCATION = ("source_file", "position")
 
 
 def _readable(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:
+    """Every readable copy's entries; compacted as the audited replica's partition is (its cleaner checkpoint or
+    delete-horizon batches), or as a coordinator topic is: each broker's cleaner compacts its copy on its own."""
     settings = ctx.settings
+    compacted = F.broadcast(inputs.partitions.select(*TP, F.col("compacted_by").isNotNull().alias("_compacted")))
     return (
         inputs.all_batches.where(F.col("entry_status") == STATUS_OK)
         .withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
-        .withColumn("is_compacted", topic_matches([*settings.compacted_topics, *settings.coordinator_topics]))
+        .join(compacted, on=TP, how="left")
+        .withColumn(
+            "is_compacted",
+            topic_matches(settings.coordinator_topics) | F.coalesce("_compacted", F.lit(False)),
+        )
+        .drop("_compacted")
     )
 
 
