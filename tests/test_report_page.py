@@ -255,6 +255,23 @@ def test_chart_labels_from_the_data_are_escaped_and_not_mathtext():
     assert 'id="lso-' in svg and 'id="' not in svg.replace('id="lso-', "")  # ids prefixed per chart
 
 
+def test_a_rule_firing_at_scale_hides_no_other_in_the_charts():
+    """INFO findings by the hundred thousand beside a few of WARN and above: the rules are charted apart by
+    severity, and the severities on a logarithmic axis whose ticks are plain numbers."""
+    by_rule = {
+        "EPO-006": {"count": 226_149, "by_severity": {"INFO": 226_149}},
+        "SEQ-001": {"count": 3, "by_severity": {"ERROR": 3}},
+        "SEQ-004": {"count": 2, "by_severity": {"CRITICAL": 1, "WARN": 1}},
+    }
+    attention, info = charts.rule_chart(by_rule, charts.ATTENTION), charts.rule_chart(by_rule, ("INFO",))
+    assert "SEQ-001" in attention and "SEQ-004" in attention and "EPO-006" not in attention
+    assert "EPO-006" in info and "SEQ-001" not in info
+    assert charts.rule_chart({"SEQ-001": by_rule["SEQ-001"]}, ("INFO",)) is None
+    severities = charts.severity_chart({"CRITICAL": 1, "ERROR": 3, "WARN": 0, "INFO": 235_460})
+    assert "100,000" in severities and "mathdefault" not in severities
+    assert "100,000" not in charts.severity_chart({"CRITICAL": 1, "ERROR": 3, "WARN": 0, "INFO": 40})
+
+
 def _chromium() -> str | None:
     for candidate in CHROMIUM_CANDIDATES:
         found = shutil.which(candidate)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib import rc_context
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from pipeline.reports.formatting import utc
 
@@ -35,27 +35,36 @@ WIDTH_IN = 6.4
 WIDE_IN = 9.6
 
 
+ATTENTION = ("CRITICAL", "ERROR", "WARN")  # the severities people alert on, charted apart from INFO
+LOG_SCALE_RATIO = 50  # bars further apart than this share a logarithmic axis, so the smallest stays visible
+
+
 def severity_chart(by_severity: Mapping[str, int]) -> str | None:
-    """Findings per severity, worst on top."""
+    """Findings per severity, worst on top; on a logarithmic axis when one severity dwarfs another."""
     items = [(s, n) for s, n in by_severity.items()]
-    if not any(n for _, n in items):
+    counts = [n for _, n in items if n]
+    if not counts:
         return None
     return _horizontal_bars(
         "severity",
         [s for s, _ in items],
         {"findings": [n for _, n in items]},
         [SEVERITY_COLORS.get(s, NEUTRAL) for s, _ in items],
+        log_scale=max(counts) >= LOG_SCALE_RATIO * min(counts),
     )
 
 
-def rule_chart(by_rule: Mapping[str, Mapping], limit: int = 25) -> str | None:
-    """Findings per rule (the `limit` most frequent), split by severity."""
-    rules = sorted(by_rule.items(), key=lambda item: (-item[1]["count"], item[0]))[:limit]
+def rule_chart(by_rule: Mapping[str, Mapping], severities: Sequence[str], limit: int = 25) -> str | None:
+    """Findings of `severities` per rule (the `limit` most frequent), split by severity: WARN and above are charted
+    apart from INFO, so that a rule firing on normal behaviour at scale cannot hide the ones that need a look."""
+    counted = {code: sum(entry["by_severity"].get(s, 0) for s in severities) for code, entry in by_rule.items()}
+    rules = sorted(((code, n) for code, n in counted.items() if n), key=lambda item: (-item[1], item[0]))[:limit]
     if not rules:
         return None
-    severities = [s for s in SEVERITY_COLORS if any(entry["by_severity"].get(s) for _, entry in rules)]
-    series = {s: [entry["by_severity"].get(s, 0) for _, entry in rules] for s in severities}
-    return _horizontal_bars("rules", [code for code, _ in rules], series, [SEVERITY_COLORS[s] for s in severities])
+    shown = [s for s in severities if any(by_rule[code]["by_severity"].get(s) for code, _ in rules)]
+    series = {s: [by_rule[code]["by_severity"].get(s, 0) for code, _ in rules] for s in shown}
+    name = "rules-" + "-".join(s.lower() for s in severities)
+    return _horizontal_bars(name, [code for code, _ in rules], series, [SEVERITY_COLORS[s] for s in shown])
 
 
 def outcome_chart(by_outcome: Mapping[str, int]) -> str | None:
@@ -143,7 +152,11 @@ def timeline_chart(timeline: Mapping) -> str | None:
 
 
 def _horizontal_bars(
-    name: str, labels: Sequence[str], series: Mapping[str, Sequence[int]], colors: Sequence[str]
+    name: str,
+    labels: Sequence[str],
+    series: Mapping[str, Sequence[int]],
+    colors: Sequence[str],
+    log_scale: bool = False,
 ) -> str:
     """One bar per label (first on top); several series stack, each in its color, one color per bar otherwise."""
     with rc_context(STYLE):
@@ -161,8 +174,14 @@ def _horizontal_bars(
         else:
             _legend_above(figure)
         axes.set_yticks(positions, [_clip(label) for label in labels])
-        axes.margins(x=0.12)
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if log_scale:  # plain numbers on its ticks: mathtext, which the default labels use, is off
+            axes.set_xscale("log")
+            axes.set_xlim(0.8, max(max(values) for values in series.values()) * 4)
+            axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+            axes.xaxis.set_minor_formatter(NullFormatter())
+        else:
+            axes.margins(x=0.12)
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.spines["left"].set_visible(False)
         axes.tick_params(axis="y", length=0)
         return _svg(figure, name)
