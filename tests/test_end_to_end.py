@@ -13,7 +13,6 @@ import pytest
 from deltalake import DeltaTable
 
 from pipeline.cli import main
-from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
 from pipeline.generate.recall import compare_with_findings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,10 +66,9 @@ def test_run_over_many_log_dirs_with_side_files(generated_root, tmp_path, spark)
     assert any(p.suffix == ".snapshot" for d in partition_dirs for p in d.iterdir())
     assert any(p.suffix == ".txnindex" for d in partition_dirs for p in d.iterdir())
     warehouse = tmp_path / "wh"
-    conf = tmp_path / "cluster.yaml"  # a fact about the generated cluster, not a Spark setting
-    conf.write_text(f'audit:\n  compacted_topics: ["{COMPACTED_TOPICS_GLOB}"]\n')
 
-    completed = run_over(log_dirs, warehouse, "--conf", str(conf))
+    # no configuration: the compacted topics are known from their log dirs' cleaner checkpoints
+    completed = run_over(log_dirs, warehouse)
 
     assert_finished_within_bounds(completed, warehouse)
     assert completed.returncode == 1  # anomalies were injected
@@ -79,10 +77,13 @@ def test_run_over_many_log_dirs_with_side_files(generated_root, tmp_path, spark)
     assert counts["plan.optimising_compiler"] == 0  # 4,000 batches: the quick compiler alone
     summary = DeltaTable(str(warehouse / "partition_summary")).to_pyarrow_table()
     assert summary.num_rows >= 50
+    compaction = set(zip(summary["topic"].to_pylist(), summary["compacted_by"].to_pylist(), strict=True))
+    assert ("cleaner checkpoint" in {by for topic, by in compaction if topic.endswith("-changelog")})
+    assert {by for topic, by in compaction if not topic.endswith("-changelog") and not topic.startswith("__")} == {None}
     outcome = compare_with_findings(generated_root, warehouse)
     assert outcome["missed"] == [], outcome
     assert outcome["unexplained"] == [], outcome
     # every row of the result tables as compare --update-golden wrote them for this deterministic root; compared
     # in this process, on the test session (main() reuses the active SparkSession)
-    compared = main(["compare", "--actual", str(warehouse), "--golden", str(GENERATED_GOLDEN), "--conf", str(conf)])
+    compared = main(["compare", "--actual", str(warehouse), "--golden", str(GENERATED_GOLDEN)])
     assert compared == 0

@@ -17,7 +17,7 @@ their indexes, aborted-transaction indexes and producer snapshots, leader-epoch 
 checkpoints, and __transaction_state partitions with the coordinator's records, from a simulation of
 idempotent and transactional producers. The same arguments give the same bytes. With --anomaly-rate, that
 fraction of the batches gets an injected anomaly, listed in DIR/_ground_truth.parquet with the finding the
-audit must raise. Audit it with audit.compacted_topics: ["*-changelog"]."""
+audit must raise. Its compacted topics are known from their log dirs' cleaner-offset-checkpoint, as a broker's are."""
 
 
 def add_generate_command(commands) -> argparse.ArgumentParser:
