@@ -824,6 +824,14 @@ def fmt_004_corrupt_follower_copy(log, _):
     copy_on_broker(log, 1, [batches[0], {**batches[1], "crc_valid": False}, batches[2]])
 
 
+def txn_003_three_empty_markers(log, _):
+    """Three markers of producer 1 that close nothing, and one of producer 2: normal behaviour, noted once per
+    producer."""
+    for _ in range(3):
+        log.marker(1, 0)
+    log.marker(2, 0)
+
+
 def snp_003_window_cleared_by_a_v2_marker(log, _):
     """A V2 commit bumps the epoch and the broker clears the producer's batch window (spec §2.7): the snapshot
     after it rightly holds no last batch."""
@@ -886,6 +894,10 @@ VARIANTS = {
     ("cleaned away", "LEP-003"): (lep_003_cleaned_away, "INFO"),
     ("corrupt follower copy", "FMT-004"): (fmt_004_corrupt_follower_copy, "ERROR"),
 }
+# Logs of normal behaviour that repeats, whose folded findings a test reads: (name, rule code) -> builder
+FOLDED = {
+    ("three empty markers", "TXN-003"): txn_003_three_empty_markers,
+}
 # More correct logs a rule must stay silent on: (name, rule code) -> builder
 SILENT_VARIANTS = {
     ("window cleared by a V2 marker", "SNP-003"): snp_003_window_cleared_by_a_v2_marker,
@@ -916,7 +928,7 @@ def audited(spark, scratch):
             for table, (attribute, _) in side_tables.items():
                 side_rows[table].extend(getattr(log, attribute))
             topics[code, miss] = log.topic
-    variants = {key: build for key, (build, _) in VARIANTS.items()} | SILENT_VARIANTS
+    variants = {key: build for key, (build, _) in VARIANTS.items()} | SILENT_VARIANTS | FOLDED
     for (name, code), build in variants.items():
         log = PartitionLog(topic=f"{code.lower()}-{name.replace(' ', '-')}", clock=T0)
         build(log, False)
@@ -986,6 +998,17 @@ def test_producer_state_has_no_last_sequence_after_a_marker_changed_the_epoch(na
     """As DescribeProducers answers: the marker's epoch, and -1 for the cleared window's last sequence."""
     state = audited["producer_state", name, "SNP-003"]
     assert (state.producer_epoch, state.last_sequence) == (1, -1)
+
+
+def test_normal_behaviour_is_noted_once_per_producer(audited):
+    """TXN-003 is normal: its INFO findings come once per (partition, producer), the first with the count."""
+    found = sorted(
+        (f.producer_id, f.base_offset, f.message, f.evidence["occurrences"], f.evidence["last_occurrence_offset"])
+        for f in audited["three empty markers", "TXN-003"]
+        if f.rule_code == "TXN-003"
+    )
+    assert [row[0:2] + row[3:] for row in found] == [(1, 0, "3", "2"), (2, 3, "1", "3")]
+    assert found[0][2].endswith("(first of 3 on this partition)") and "first of" not in found[1][2]
 
 
 def test_one_finding_per_cause(audited):

@@ -32,6 +32,9 @@ def render() -> str:
         + ", ".join(SEVERITIES)
         + ". Where a rule can take more than one severity, the condition for each is in its description.",
         "Each section's table lists its rules; below it, each rule says why a finding matters and what to do about it.",
+        "A rule marked *once per producer* is normal behaviour when INFO: its INFO findings come once per (partition,",
+        "producer), the first occurrence with the count and the last offset in its evidence (`occurrences`,",
+        "`last_occurrence_offset`).",
         "",
         "Each rule is checked on the rows of one or more frames (docs/engine.md):",
         "",
@@ -49,7 +52,7 @@ def render() -> str:
             "|---|---|---|---|---|",
         ]
         for r in rules:
-            severities = " / ".join(r.severities)
+            severities = " / ".join(r.severities) + (" (INFO once per producer)" if r.per_producer else "")
             frames = ", ".join(f"`{name}`" for name in r.frames)
             lines.append(f"| [{r.code}](#{_anchor(r)}) | {r.name} | {severities} | {r.description} | {frames} |")
         lines.append("")

@@ -199,6 +199,7 @@ CONTROL_BATCH_SHAPE = rule(
         "Otherwise dump the batch with `kafka-dump-log.sh --deep-iteration` and compare replicas; a KRaft control "
         "type on a topic partition points at a misrouted or corrupted file."
     ),
+    per_producer=True,
 )
 OFFSETS_NOT_INCREASING = rule(
     "FMT-011",

@@ -60,6 +60,9 @@ class Rule:
     impact: str  # why a finding matters: what consumers or operators suffer
     action: str  # the operator's next step: what to check, which tool to run
     also: tuple[str, ...] = field(default=())
+    # its INFO findings are normal behaviour that repeats at scale: one per (partition, producer), counted
+    # (pipeline.audit.repeats)
+    per_producer: bool = False
     checks: list[Check] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -118,11 +121,12 @@ def rule(
     *,
     impact: str,
     action: str,
+    per_producer: bool = False,
 ) -> Rule:
     """Register a rule once; registering the same code twice is a programming error."""
     if code in RULES:
         raise ValueError(f"rule {code} registered twice")
-    registered = Rule(code, name, severity, section, description, impact, action, tuple(also))
+    registered = Rule(code, name, severity, section, description, impact, action, tuple(also), per_producer)
     RULES[code] = registered
     return registered
 

@@ -34,6 +34,7 @@ OUT_OF_ORDER = rule(
         "client logs for OutOfOrderSequence errors around the offset; check producer config `enable.idempotence`, "
         "`max.in.flight.requests.per.connection` (at most 5) and `acks=all`, and compare with other replicas."
     ),
+    per_producer=True,
 )
 NOT_ZERO_AFTER_EMPTY_WINDOW = rule(
     "SEQ-002",
@@ -143,6 +144,7 @@ SEQUENCE_WRAP = rule(
     "Sequence wraps from 2147483647 to 0, inside a batch or between two batches (legal).",
     impact="Nothing: the sequence wrapped from 2147483647 to 0 as Kafka allows.",
     action="No action.",
+    per_producer=True,
 )
 TV2_TXN_FIRST_SEQ = rule(
     "SEQ-009",

@@ -68,6 +68,7 @@ SNAPSHOT_DIVERGES = rule(
         "and delete the partition's `.snapshot` files: after a clean shutdown it then starts with empty "
         "producer state, losing only duplicate detection for retries in flight."
     ),
+    per_producer=True,
 )
 PHANTOM_OPEN_TXN = rule(
     "SNP-004",
@@ -95,6 +96,7 @@ SNAPSHOT_OPEN_TXN_CLOSED_LATER = rule(
     "Snapshot with an open transaction that the log closes with a marker after the snapshot offset (normal).",
     impact="Nothing: the snapshot was taken while the transaction was open and the log closes it later.",
     action="No action.",
+    per_producer=True,
 )
 
 _COMPARED = ("producer_epoch", "last_sequence", "last_offset", "offset_delta", "coordinator_epoch")

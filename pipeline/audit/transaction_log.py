@@ -97,6 +97,7 @@ COMPLETE_SHAPE = rule(
         "the reloaded coordinator may send markers to the wrong partitions."
     ),
     action="Dump the id's records with `kafka-dump-log.sh --transaction-log-decoder` and compare replicas.",
+    per_producer=True,
 )
 TIMEOUT_TOO_LARGE = rule(
     "TSL-010",

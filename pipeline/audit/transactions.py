@@ -59,6 +59,7 @@ EMPTY_TRANSACTION_MARKER = rule(
         "an admin abort. It still takes an offset, which lag counters see."
     ),
     action="No action.",
+    per_producer=True,
 )
 COORDINATOR_EPOCH_REGRESSION = rule(
     "TXN-004",

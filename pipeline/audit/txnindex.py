@@ -101,6 +101,7 @@ WRONG_LSO = rule(
         "can make it stop too early. INFO values are what followers record."
     ),
     action="No action for INFO; for WARN compare the replicas' indexes and rebuild the index if only one differs.",
+    per_producer=True,
 )
 LEGACY_EMPTY_ENTRY = rule(
     "IDX-005",
@@ -158,6 +159,7 @@ ABORT_DATA_CLEANED = rule(
     "Compacted topic: an ABORT marker whose data the cleaner removed, with no entry (legal).",
     impact="Nothing: the cleaner removed the aborted data and with it the index entry.",
     action="No action.",
+    per_producer=True,
 )
 
 
