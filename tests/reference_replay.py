@@ -50,6 +50,7 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
     by_pid = Window.partitionBy(*PRODUCER).orderBy(*ORDER)
     before = by_pid.rowsBetween(Window.unboundedPreceding, -1)
     upto = by_pid.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    after = by_pid.rowsBetween(1, Window.unboundedFollowing)
     is_data = ~F.col("is_control")
     is_marker = F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
     txn_data = is_data & F.col("is_transactional")
@@ -64,6 +65,9 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
             "prev_is_marker": F.lag(is_marker).over(by_pid),
             "prev_control_type": F.lag("control_type").over(by_pid),
             "prev_epoch": F.lag("producer_epoch").over(by_pid),
+            "next_data_epoch": F.when(
+                is_marker, F.first(F.when(is_data, F.col("producer_epoch")), ignorenulls=True).over(after)
+            ),
             "state_coordinator_epoch": F.max(F.when(is_marker, F.col("coordinator_epoch"))).over(before),
             "txn_group": F.coalesce(F.sum(is_marker.cast("int")).over(before), F.lit(0)),
             "seen_txn_data": F.max(txn_data).over(before),

@@ -110,7 +110,7 @@ def test_a_replay_of_appended_rows_goes_on_from_where_the_earlier_rows_left_it(s
     """Each replica's rows cut in two in file order: the replay of the later part from the ends the replay of the
     earlier part left gives the later rows exactly what one replay of all the rows gives them, and the earlier
     part's rows differ from it only where a row's state depends on later rows (the next entry of the last one,
-    the transaction version concluded over a producer's rows)."""
+    the transaction version concluded over a producer's rows, the next data epoch of a producer's last markers)."""
     rows, schema = _replay_input(spark, generated)
     key = [(name, "ascending") for name in LOCATION]
 
@@ -131,12 +131,14 @@ def test_a_replay_of_appended_rows_goes_on_from_where_the_earlier_rows_left_it(s
     in_later = pc.is_in(_locations(whole), value_set=_locations(later))
     assert later.equals(whole.filter(in_later))
     expected = whole.filter(pc.invert(in_later))
-    for name in ("next_entry_segment_base_offset", "transaction_version"):
+    for name in ("next_entry_segment_base_offset", "transaction_version", "next_data_epoch"):
         differ = pc.fill_null(pc.not_equal(first[name], expected[name]), True)
         differ = pc.and_(differ, pc.invert(pc.and_(pc.is_null(first[name]), pc.is_null(expected[name]))))
         changed = first.filter(differ)
         if name == "next_entry_segment_base_offset":  # only the last earlier row of a replica, which had none
             assert changed.num_rows <= len(left.replicas) and changed[name].null_count == changed.num_rows
+        if name == "next_data_epoch":  # only markers after a producer's last earlier data, which had none yet
+            assert changed[name].null_count == changed.num_rows and pc.all(changed["is_marker"]).as_py() is not False
         first = first.set_column(first.schema.get_field_index(name), name, expected[name])
     assert first.equals(expected)
 

@@ -4,10 +4,11 @@ The second walk of a replay task (pipeline.audit.replay_task): the rows arrive s
 in producer order (producer id, producer row, base offset, segment, position), so each producer's rows come
 together, in the order the broker appended them. The kernel (pipeline.audit.producer_kernel) walks each record
 batch with the state the previous one left (one producer's, never a replica's), and the rows leave with the
-PRODUCER_STATE_COLUMNS added. Only the transaction version waits: it is a conclusion over all of a producer's
-rows, so the rows of the producer still being walked are held until its last row has passed (`HeldRows`), in
-memory up to HELD_ROWS and in a local file beyond. Memory therefore stays at a few record batches whatever the
-size of a partition or of one producer's share of it.
+PRODUCER_STATE_COLUMNS added. Only the transaction version and a marker's next data epoch wait: the version is a
+conclusion over all of a producer's rows, so the rows of the producer still being walked are held until its last
+row has passed (`HeldRows`), in memory up to HELD_ROWS and in a local file beyond, and a held marker gets its next
+data epoch when the kernel meets that data in a later record batch. Memory therefore stays at a few record
+batches whatever the size of a partition or of one producer's share of it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ _LONG_COLUMNS = {
     "min_base_before": K.MIN_BASE_BEFORE,
     "prev_run_offset": K.PREV_RUN_OFFSET,
     "original_offset": K.ORIGINAL_OFFSET,
+    "next_data_epoch": K.NEXT_DATA_EPOCH,
 }
 _FLAG_COLUMNS = {
     "prev_is_marker": K.PREV_IS_MARKER,
@@ -129,30 +131,43 @@ def with_producer_state(
             for row in ended:
                 ended_at = int(row[K.ENDED_ROW])
                 ends.carries[before if ended_at == 0 else key_at(rows, ended_at - 1, GROUP_KEY)] = row
+        if carry.state[K.S_AWAIT_FILLED] != NONE:
+            held.fill_waiting(int(carry.state[K.S_AWAIT_FILLED]))
         if carry.state[K.S_CARRIED_ENDED]:
             yield from held.release(_label(labels, int(carry.state[K.S_CARRIED_VERSION])))
         open_from = int(carry.state[K.S_OPEN_FROM])
         if open_from:
             yield from with_state(rows.slice(0, open_from), longs[:, :open_from], flags[:, :open_from], labels, schema)
+        before_open = held.count
         held.add(with_state(rows.slice(open_from), longs[:, open_from:], flags[:, open_from:], labels, schema))
+        if carry.state[K.S_AWAIT_FROM] != NONE:
+            held.wait_from(before_open + int(carry.state[K.S_AWAIT_FROM]) - open_from)
     if ends is not None and previous is not None:
         ends.carries[previous] = carry.kept()
     yield from held.release(_label(labels, carry.final_version(version_mode)))
 
 
 class HeldRows:
-    """The output rows of the producer being walked, whose transaction version is not known yet."""
+    """The output rows of the producer being walked, whose transaction version is not known yet.
+
+    `count` rows held; from held row `waiting` on, markers wait for their next data epoch; `fills`: the
+    (from, to, epoch) that held markers get when released.
+    """
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
         self.batches: list[pa.RecordBatch] = []
         self.rows = 0
+        self.count = 0
+        self.waiting: int | None = None
+        self.fills: list[tuple[int, int, int]] = []
         self.spill: tuple[str, pa.ipc.RecordBatchStreamWriter] | None = None
 
     def add(self, batches: Iterator[pa.RecordBatch]) -> None:
         for batch in batches:
             self.batches.append(batch)
             self.rows += batch.num_rows
+            self.count += batch.num_rows
         if self.rows > HELD_ROWS:
             if self.spill is None:
                 path = spill_file("produce-audit-replay-", ".arrows")
@@ -161,8 +176,20 @@ class HeldRows:
                 self.spill[1].write_batch(batch)
             self.batches, self.rows = [], 0
 
+    def wait_from(self, row: int) -> None:
+        """Held row `row` is a marker whose next data epoch comes later (if none before it waits already)."""
+        if self.waiting is None:
+            self.waiting = row
+
+    def fill_waiting(self, epoch: int) -> None:
+        """The waiting markers' next data epoch has come."""
+        if self.waiting is not None:
+            self.fills.append((self.waiting, self.count, epoch))
+            self.waiting = None
+
     def release(self, version: pa.Scalar) -> Iterator[pa.RecordBatch]:
         """The held rows in the order added, with their version; afterwards nothing is held."""
+        fills, at = self.fills, 0
         if self.spill is not None:
             path, writer = self.spill
             self.spill = None
@@ -170,17 +197,36 @@ class HeldRows:
             try:
                 with pa.memory_map(path) as source:
                     for batch in pa.ipc.open_stream(source):
-                        yield _with_version(batch, version)
+                        yield _with_version(_filled(batch, at, fills), version)
+                        at += batch.num_rows
             finally:
                 os.unlink(path)
         batches, self.batches, self.rows = self.batches, [], 0
+        self.count, self.waiting, self.fills = 0, None, []
         for batch in batches:
-            yield _with_version(batch, version)
+            yield _with_version(_filled(batch, at, fills), version)
+            at += batch.num_rows
 
 
 def _with_version(batch: pa.RecordBatch, version: pa.Scalar) -> pa.RecordBatch:
     index = batch.schema.get_field_index("transaction_version")
     return batch.set_column(index, batch.schema.field(index), pa.repeat(version, batch.num_rows))
+
+
+def _filled(batch: pa.RecordBatch, at: int, fills: list[tuple[int, int, int]]) -> pa.RecordBatch:
+    """`batch` (held rows from `at` on) with the next data epoch of its markers that `fills` name."""
+    spans = [(max(start, at) - at, min(end, at + batch.num_rows) - at, epoch) for start, end, epoch in fills]
+    spans = [(start, end, epoch) for start, end, epoch in spans if start < end]
+    if not spans:
+        return batch
+    index = batch.schema.get_field_index("next_data_epoch")
+    column = batch.column(index).cast(pa.int64())
+    values = pc.fill_null(column, NONE).to_numpy(zero_copy_only=False).copy()
+    markers = pc.fill_null(batch.column("is_marker"), False).to_numpy(zero_copy_only=False)
+    for start, end, epoch in spans:
+        values[start:end] = np.where(markers[start:end], epoch, values[start:end])
+    field = batch.schema.field(index)
+    return batch.set_column(index, field, pa.array(values, mask=values == NONE).cast(field.type))
 
 
 def _label(labels: pa.Array, code: int) -> pa.Scalar:
