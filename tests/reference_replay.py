@@ -50,7 +50,6 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
     by_pid = Window.partitionBy(*PRODUCER).orderBy(*ORDER)
     before = by_pid.rowsBetween(Window.unboundedPreceding, -1)
     upto = by_pid.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    after = by_pid.rowsBetween(1, Window.unboundedFollowing)
     is_data = ~F.col("is_control")
     is_marker = F.col("is_control") & F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
     txn_data = is_data & F.col("is_transactional")
@@ -65,9 +64,6 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
             "prev_is_marker": F.lag(is_marker).over(by_pid),
             "prev_control_type": F.lag("control_type").over(by_pid),
             "prev_epoch": F.lag("producer_epoch").over(by_pid),
-            "next_data_epoch": F.when(
-                is_marker, F.first(F.when(is_data, F.col("producer_epoch")), ignorenulls=True).over(after)
-            ),
             "state_coordinator_epoch": F.max(F.when(is_marker, F.col("coordinator_epoch"))).over(before),
             "txn_group": F.coalesce(F.sum(is_marker.cast("int")).over(before), F.lit(0)),
             "seen_txn_data": F.max(txn_data).over(before),
@@ -106,7 +102,25 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
         }
     )
     # The version's windows share the producer order; the sequence windows need an order of their own, last.
-    return df.transform(lambda d: _with_transaction_version(d, settings)).transform(_with_sequence_window)
+    return (
+        df.transform(lambda d: _with_transaction_version(d, settings))
+        .transform(lambda d: _with_next_data_epoch(d, by_pid))
+        .transform(_with_sequence_window)
+    )
+
+
+def _with_next_data_epoch(df: DataFrame, by_pid: Window) -> DataFrame:
+    """A TV2 ABORT one above the data it closes: the epoch of the producer's next data batch."""
+    tv2_abort = (
+        F.col("is_marker")
+        & F.col("txn_open")
+        & F.col("is_tv2")
+        & (F.col("control_type") == CONTROL_ABORT)
+        & (F.col("producer_epoch") - F.col("txn_max_epoch") == 1)
+    )
+    after = by_pid.rowsBetween(1, Window.unboundedFollowing)
+    following = F.first(F.when(F.col("is_data"), F.col("producer_epoch")), ignorenulls=True).over(after)
+    return df.withColumn("next_data_epoch", F.when(tv2_abort, following))
 
 
 def _with_sequence_window(df: DataFrame) -> DataFrame:

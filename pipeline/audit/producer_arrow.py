@@ -4,9 +4,9 @@ The second walk of a replay task (pipeline.audit.replay_task): the rows arrive s
 in producer order (producer id, producer row, base offset, segment, position), so each producer's rows come
 together, in the order the broker appended them. The kernel (pipeline.audit.producer_kernel) walks each record
 batch with the state the previous one left (one producer's, never a replica's), and the rows leave with the
-PRODUCER_STATE_COLUMNS added. Only the transaction version and a marker's next data epoch wait: the version is a
+PRODUCER_STATE_COLUMNS added. Only the transaction version and a TV2 abort's next data epoch wait: the version is a
 conclusion over all of a producer's rows, so the rows of the producer still being walked are held until its last
-row has passed (`HeldRows`), in memory up to HELD_ROWS and in a local file beyond, and a held marker gets its next
+row has passed (`HeldRows`), in memory up to HELD_ROWS and in a local file beyond, and a held abort gets its next
 data epoch when the kernel meets that data in a later record batch. Memory therefore stays at a few record
 batches whatever the size of a partition or of one producer's share of it.
 """
@@ -95,6 +95,10 @@ class ProducerEnds:
     def earlier(self) -> np.ndarray:
         return self._rows
 
+    def followed_kept_markers(self, key: tuple) -> bool:
+        """Whether the group's walk met the next data of markers an earlier walk wrote without it."""
+        return bool(self.carries[key][K.S_KEPT_AWAIT] == 2)
+
     def version(self, key: tuple, version_mode: int) -> int:
         """The transaction version concluded from the group's rows up to its carry."""
         return int(K.transaction_version(self.carries[key][: K.STATE_FIELDS], version_mode))
@@ -140,8 +144,8 @@ def with_producer_state(
             yield from with_state(rows.slice(0, open_from), longs[:, :open_from], flags[:, :open_from], labels, schema)
         before_open = held.count
         held.add(with_state(rows.slice(open_from), longs[:, open_from:], flags[:, open_from:], labels, schema))
-        if carry.state[K.S_AWAIT_FROM] != NONE:
-            held.wait_from(before_open + int(carry.state[K.S_AWAIT_FROM]) - open_from)
+        if carry.state[K.S_AWAIT_AT] != NONE:
+            held.wait_at(before_open + int(carry.state[K.S_AWAIT_AT]) - open_from)
     if ends is not None and previous is not None:
         ends.carries[previous] = carry.kept()
     yield from held.release(_label(labels, carry.final_version(version_mode)))
@@ -150,8 +154,8 @@ def with_producer_state(
 class HeldRows:
     """The output rows of the producer being walked, whose transaction version is not known yet.
 
-    `count` rows held; from held row `waiting` on, markers wait for their next data epoch; `fills`: the
-    (from, to, epoch) that held markers get when released.
+    `count` rows held; held row `waiting` is a TV2 abort waiting for its next data epoch; `fills`: the (row,
+    epoch) that held aborts get when released.
     """
 
     def __init__(self, schema: pa.Schema) -> None:
@@ -160,7 +164,7 @@ class HeldRows:
         self.rows = 0
         self.count = 0
         self.waiting: int | None = None
-        self.fills: list[tuple[int, int, int]] = []
+        self.fills: list[tuple[int, int]] = []
         self.spill: tuple[str, pa.ipc.RecordBatchStreamWriter] | None = None
 
     def add(self, batches: Iterator[pa.RecordBatch]) -> None:
@@ -176,15 +180,14 @@ class HeldRows:
                 self.spill[1].write_batch(batch)
             self.batches, self.rows = [], 0
 
-    def wait_from(self, row: int) -> None:
-        """Held row `row` is a marker whose next data epoch comes later (if none before it waits already)."""
-        if self.waiting is None:
-            self.waiting = row
+    def wait_at(self, row: int) -> None:
+        """Held row `row` is a TV2 abort whose next data epoch comes later."""
+        self.waiting = row
 
     def fill_waiting(self, epoch: int) -> None:
-        """The waiting markers' next data epoch has come."""
+        """The waiting abort's next data epoch has come."""
         if self.waiting is not None:
-            self.fills.append((self.waiting, self.count, epoch))
+            self.fills.append((self.waiting, epoch))
             self.waiting = None
 
     def release(self, version: pa.Scalar) -> Iterator[pa.RecordBatch]:
@@ -213,19 +216,16 @@ def _with_version(batch: pa.RecordBatch, version: pa.Scalar) -> pa.RecordBatch:
     return batch.set_column(index, batch.schema.field(index), pa.repeat(version, batch.num_rows))
 
 
-def _filled(batch: pa.RecordBatch, at: int, fills: list[tuple[int, int, int]]) -> pa.RecordBatch:
-    """`batch` (held rows from `at` on) with the next data epoch of its markers that `fills` name."""
-    spans = [(max(start, at) - at, min(end, at + batch.num_rows) - at, epoch) for start, end, epoch in fills]
-    spans = [(start, end, epoch) for start, end, epoch in spans if start < end]
-    if not spans:
+def _filled(batch: pa.RecordBatch, at: int, fills: list[tuple[int, int]]) -> pa.RecordBatch:
+    """`batch` (held rows from `at` on) with the next data epoch of the aborts that `fills` name."""
+    inside = [(row - at, epoch) for row, epoch in fills if at <= row < at + batch.num_rows]
+    if not inside:
         return batch
     index = batch.schema.get_field_index("next_data_epoch")
-    column = batch.column(index).cast(pa.int64())
-    values = pc.fill_null(column, NONE).to_numpy(zero_copy_only=False).copy()
-    markers = pc.fill_null(batch.column("is_marker"), False).to_numpy(zero_copy_only=False)
-    for start, end, epoch in spans:
-        values[start:end] = np.where(markers[start:end], epoch, values[start:end])
     field = batch.schema.field(index)
+    values = pc.fill_null(batch.column(index).cast(pa.int64()), NONE).to_numpy(zero_copy_only=False).copy()
+    for row, epoch in inside:
+        values[row] = epoch
     return batch.set_column(index, field, pa.array(values, mask=values == NONE).cast(field.type))
 
 
