@@ -304,7 +304,9 @@ class Producer:
         self.prev: Batch | None = None
         self.prev_is_marker = False
         self.coordinator_epoch: int | None = None
-        self.seen_txn = self.seen_plain = self.tv2 = False
+        self.seen_txn = self.seen_plain = self.tv2 = self.saw_transactional = False
+        self.tv2_abort: tuple[int, int] | None = None  # a TV2 ABORT one above its data: (offset, data epoch)
+        self.skips: list[int] = []  # offsets of EPO-006 candidates: not for a TV2 producer, known at its end
         self.txn_first_offset: int | None = None
         self.txn_epoch: int | None = None
         self.txn_start_ts: int | None = None
@@ -406,15 +408,22 @@ def replay_partition(
             elif is_marker:
                 fire("EPO-002", "ERROR")
         if closing:
-            fence_bump = 2 if tv2 else 1
+            abort = b.control_type == ABORT
             if tv2 and bump == 0:
                 fire("EPO-003", epo3)
-            if b.control_type == ABORT and bump == fence_bump:
+            if abort and (bump == 2 if tv2 else bump == 1):  # TV2: the 4.0.0 double bump (KAFKA-19367)
                 fire("EPO-004", "INFO")
-            if bump > fence_bump:
+            if tv2 and abort and bump == 1:  # a fence when the next data is two above (spec §3.4)
+                p.tv2_abort = (b.base_offset, p.txn_epoch)
+            if bump > 1 and not (tv2 and abort and bump == 2):
                 fire("EPO-005", "WARN")
+        if is_data and p.tv2_abort is not None:
+            marker_offset, data_epoch = p.tv2_abort
+            if e == data_epoch + 2:
+                found.append(Finding("EPO-004", "INFO", topic, partition, b.producer_id, marker_offset))
+            p.tv2_abort = None
         if known and e - state_epoch > 1:
-            fire("EPO-006", "INFO")
+            p.skips.append(b.base_offset)
         if txn_data and e == EPOCH_MAX:
             fire("EPO-007", "WARN")
 
@@ -442,6 +451,7 @@ def replay_partition(
         p.prev, p.prev_is_marker = b, is_marker
         p.seen_txn |= txn_data
         p.seen_plain |= plain_data
+        p.saw_transactional |= b.transactional
         if is_marker:
             p.coordinator_epoch = _max(p.coordinator_epoch, b.coordinator_epoch)
             p.txn_first_offset = p.txn_epoch = p.txn_start_ts = p.txn_last_ts = None
@@ -451,6 +461,9 @@ def replay_partition(
             p.txn_epoch = _max(p.txn_epoch, e)
             p.txn_last_ts = _max(p.txn_last_ts, b.max_timestamp)
 
+    for pid, p in producers.items():  # EPO-006 is not for a TV2 producer, whose epoch counts its transactions
+        if not (p.saw_transactional and (p.tv2 if configured_tv2 is None else configured_tv2)):
+            found.extend(Finding("EPO-006", "INFO", topic, partition, pid, offset) for offset in p.skips)
     open_transactions = [
         (pid, p.txn_first_offset, p.txn_last_ts) for pid, p in producers.items() if p.txn_first_offset is not None
     ]

@@ -29,6 +29,8 @@ PRODUCER_STATE_COLUMNS = T.StructType(
         T.StructField("prev_is_marker", T.BooleanType(), True),
         T.StructField("prev_control_type", T.IntegerType(), True),
         T.StructField("prev_epoch", T.IntegerType(), True),
+        # of a TV2 ABORT one above the data it closes: the epoch of the producer's next data (a fence if two above)
+        T.StructField("next_data_epoch", T.IntegerType(), True),
         T.StructField("state_coordinator_epoch", T.IntegerType(), True),  # highest marker coordinator epoch
         T.StructField("txn_group", T.LongType(), True),  # markers before the row
         T.StructField("seen_txn_data", T.BooleanType(), True),

@@ -102,7 +102,25 @@ def with_producer_state(rows: DataFrame, settings: AuditSettings) -> DataFrame:
         }
     )
     # The version's windows share the producer order; the sequence windows need an order of their own, last.
-    return df.transform(lambda d: _with_transaction_version(d, settings)).transform(_with_sequence_window)
+    return (
+        df.transform(lambda d: _with_transaction_version(d, settings))
+        .transform(lambda d: _with_next_data_epoch(d, by_pid))
+        .transform(_with_sequence_window)
+    )
+
+
+def _with_next_data_epoch(df: DataFrame, by_pid: Window) -> DataFrame:
+    """A TV2 ABORT one above the data it closes: the epoch of the producer's next data batch."""
+    tv2_abort = (
+        F.col("is_marker")
+        & F.col("txn_open")
+        & F.col("is_tv2")
+        & (F.col("control_type") == CONTROL_ABORT)
+        & (F.col("producer_epoch") - F.col("txn_max_epoch") == 1)
+    )
+    after = by_pid.rowsBetween(1, Window.unboundedFollowing)
+    following = F.first(F.when(F.col("is_data"), F.col("producer_epoch")), ignorenulls=True).over(after)
+    return df.withColumn("next_data_epoch", F.when(tv2_abort, following))
 
 
 def _with_sequence_window(df: DataFrame) -> DataFrame:

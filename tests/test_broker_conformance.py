@@ -141,10 +141,13 @@ def _client_topics(frame: pd.DataFrame) -> pd.DataFrame:
 # INFO findings the workloads cause on purpose, each as the rule describes it: (topic, rule, count).
 EXPECTED_INFO = {
     # a fenced instance (v1-zombie) and a timed-out transaction (v1-timeout), two partitions each: the
-    # coordinator's ABORT one epoch above the data. Their V2 twins (v2-zombie, v2-timeout) are not in this
-    # list: the coordinator's Ongoing records say TV2, and this broker writes their ABORT one epoch above the
-    # data too, the bump of any TV2 abort, where EPO-004 (spec §6.3) singles out a TV2 fence at two above.
+    # coordinator's ABORT one epoch above the data
     ("v1", "EPO-004", 4),
+    # their V2 twins (v2-zombie, v2-timeout): this broker writes the ABORT one epoch above the data, as any TV2
+    # abort, and the new instance's data two above it tells the fence (spec §3.4, §6.3)
+    ("v2", "EPO-004", 4),
+    # the two timeouts: PrepareAbort one epoch above the Ongoing record, past its start plus the timeout
+    ("__transaction_state", "XTX-010", 2),
     # DeleteRecords removed the head of retention-0: its first retained batch continues a sequence
     ("retention", "SEQ-006", 1),
     # ... and the snapshot of the first retained segment now lies below the new log start offset

@@ -75,7 +75,7 @@ def judged(spark):
 def test_a_transaction_the_coordinator_recorded_as_tv2_must_start_at_sequence_0(judged):
     findings, versions = judged
     assert findings.get(("recorded-tv2", "SEQ-009")) == ["2/coordinator"]
-    # the abort at data epoch + 1 is a TV2 abort, not a fence (EPO-004 expects + 2 under TV2)
+    # the abort at data epoch + 1 is a TV2 client abort, not a fence: the next data is at its epoch, not one above
     assert findings.get(("recorded-tv2", "EPO-004")) is None
     assert versions["recorded-tv2"] == "2/coordinator"
 

@@ -85,32 +85,41 @@ def _replay_input(spark, generated) -> tuple[pa.Table, pa.Schema]:
 def test_the_task_order_and_any_cut_of_it_change_nothing(spark, generated, monkeypatch):
     """A task sorts the rows it receives itself and walks them a chunk at a time, carrying the state across
     chunks; rows past HELD_ROWS go through a file (the task's, and a producer's waiting for its version): the
-    order the rows arrive in and any cut of the walk, down to one row per chunk, give the same rows."""
+    order the rows arrive in and any cut of the walk, down to one row per chunk, give the same rows; configured as
+    TV2, the generated aborts one above their data wait for their next data epoch across the cuts too."""
     rows, schema = _replay_input(spark, generated)
     key = [(name, "ascending") for name in LOCATION]
 
-    def replayed(arriving: pa.Table, size: int) -> pa.Table:
+    def replayed(arriving: pa.Table, size: int, version_mode: int) -> pa.Table:
         out = replay_rows(
-            iter(arriving.to_batches(max_chunksize=size)), expiration_ms=86_400_000, version_mode=0, schema=schema
+            iter(arriving.to_batches(max_chunksize=size)),
+            expiration_ms=86_400_000,
+            version_mode=version_mode,
+            schema=schema,
         )
         return pa.Table.from_batches(list(out), schema=schema).sort_by(key)
 
-    whole = replayed(rows, rows.num_rows)
-    assert whole.num_rows == rows.num_rows
-    assert whole.column("transaction_version").null_count < whole.num_rows
     shuffled = rows.take(np.random.default_rng(7).permutation(rows.num_rows))
-    monkeypatch.setattr(producer_arrow, "HELD_ROWS", 40)
-    monkeypatch.setattr(task_rows, "HELD_ROWS", 100)
-    for chunk in (1, 7, 500):
-        monkeypatch.setattr(task_rows, "CHUNK_ROWS", chunk)
-        assert replayed(shuffled, 13).equals(whole)
+    for version_mode in (0, 2):
+        whole = replayed(rows, rows.num_rows, version_mode)
+        assert whole.num_rows == rows.num_rows
+        assert whole.column("transaction_version").null_count < whole.num_rows
+        if version_mode == 2:
+            assert whole.column("next_data_epoch").null_count < whole.num_rows
+        with monkeypatch.context() as cuts:
+            cuts.setattr(producer_arrow, "HELD_ROWS", 40)
+            cuts.setattr(task_rows, "HELD_ROWS", 100)
+            for chunk in (1, 7, 500):
+                cuts.setattr(task_rows, "CHUNK_ROWS", chunk)
+                assert replayed(shuffled, 13, version_mode).equals(whole)
 
 
 def test_a_replay_of_appended_rows_goes_on_from_where_the_earlier_rows_left_it(spark, generated, monkeypatch):
     """Each replica's rows cut in two in file order: the replay of the later part from the ends the replay of the
     earlier part left gives the later rows exactly what one replay of all the rows gives them, and the earlier
     part's rows differ from it only where a row's state depends on later rows (the next entry of the last one,
-    the transaction version concluded over a producer's rows)."""
+    the transaction version concluded over a producer's rows, the next data epoch of a TV2 abort among a
+    producer's last rows)."""
     rows, schema = _replay_input(spark, generated)
     key = [(name, "ascending") for name in LOCATION]
 
@@ -131,12 +140,14 @@ def test_a_replay_of_appended_rows_goes_on_from_where_the_earlier_rows_left_it(s
     in_later = pc.is_in(_locations(whole), value_set=_locations(later))
     assert later.equals(whole.filter(in_later))
     expected = whole.filter(pc.invert(in_later))
-    for name in ("next_entry_segment_base_offset", "transaction_version"):
+    for name in ("next_entry_segment_base_offset", "transaction_version", "next_data_epoch"):
         differ = pc.fill_null(pc.not_equal(first[name], expected[name]), True)
         differ = pc.and_(differ, pc.invert(pc.and_(pc.is_null(first[name]), pc.is_null(expected[name]))))
         changed = first.filter(differ)
         if name == "next_entry_segment_base_offset":  # only the last earlier row of a replica, which had none
             assert changed.num_rows <= len(left.replicas) and changed[name].null_count == changed.num_rows
+        if name == "next_data_epoch":  # only a TV2 abort after a producer's last earlier data, which had none yet
+            assert changed[name].null_count == changed.num_rows and pc.all(changed["is_marker"]).as_py() is not False
         first = first.set_column(first.schema.get_field_index(name), name, expected[name])
     assert first.equals(expected)
 

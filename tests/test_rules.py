@@ -881,6 +881,108 @@ def xtx_006_v1_client_with_tv2_fence_records(log, _):
     log.txn_state("b", COMPLETE_ABORT, pid, 1, start=start, **TV2)
 
 
+def tv2_transaction(log, pid=1):
+    """A TV2 commit (marker one above its data, which makes the producer TV2) and the next transaction's data."""
+    log.data(pid, 5, 0, 1, txn=True)
+    log.marker(pid, 6, commit=True)
+    log.data(pid, 6, 0, 1, txn=True)
+
+
+def epo_004_tv2_fence_by_a_new_instance(log, _):
+    """Every TV2 abort is one above its data (KAFKA-19367); a new instance's data two above shows the fence."""
+    tv2_transaction(log)
+    log.marker(1, 7, commit=False)
+    log.data(1, 8, 0, 1, txn=True)
+
+
+def epo_004_tv2_client_abort(log, _):
+    """The producer aborts its own TV2 transaction and goes on at the bumped epoch."""
+    tv2_transaction(log)
+    log.marker(1, 7, commit=False)
+    log.data(1, 7, 0, 1, txn=True)
+
+
+def epo_004_tv2_double_bump(log, _):
+    """A 4.0.0 coordinator's TV2 fence or timeout abort bumped the epoch twice (KAFKA-19367)."""
+    tv2_transaction(log)
+    log.marker(1, 8, commit=False)
+
+
+def epo_005_tv2_three_above(log, _):
+    tv2_transaction(log)
+    log.marker(1, 9, commit=False)
+
+
+def epo_006_tv2_producer(log, _):
+    """A TV2 producer's transactions elsewhere bump its epoch: a skip here is normal."""
+    tv2_transaction(log)
+    log.marker(1, 7, commit=True)
+    log.data(1, 10, 0, 1, txn=True)
+    log.marker(1, 11, commit=True)
+
+
+def tv2_abort_records(log, pid, timed_out):
+    """Data of a TV2 transaction, then its records up to CompleteAbort one epoch above. The records of a scenario
+    follow each other without data between them (the markers and later data come after them): the coordinator's
+    partition holds nothing else, and a gap in its offsets would read as compaction."""
+    tp = f"{log.topic}-{log.partition}"
+    log.data(pid, 0, 0, 1, txn=True)
+    log.txn_state("a", EMPTY, pid, 0, **TV2)
+    start = log.txn_state("a", ONGOING, pid, 0, (tp,), **TV2)["start_timestamp_ms"]
+    log.clock += 120_000 if timed_out else 1_000
+    log.txn_state("a", PREPARE_ABORT, pid, 1, (tp,), start=start, **TV2)
+    log.txn_state("a", COMPLETE_ABORT, pid, 1, start=start, **TV2)
+    return tp
+
+
+def tv2_commit_records(log, pid, epoch, tp):
+    start = log.txn_state("a", ONGOING, pid, epoch, (tp,), **TV2)["start_timestamp_ms"]
+    log.txn_state("a", PREPARE_COMMIT, pid, epoch + 1, (tp,), start=start, **TV2)
+    log.txn_state("a", COMPLETE_COMMIT, pid, epoch + 1, start=start, **TV2)
+
+
+def tv2_abort_then_commit(log, pid, next_epoch):
+    """The ABORT marker one above the data, then a committed transaction's data at `next_epoch`."""
+    log.marker(pid, 1, commit=False)
+    log.data(pid, next_epoch, 0, 1, txn=True)
+    log.marker(pid, next_epoch + 1)
+
+
+def tv2_timeout(log, _):
+    """The coordinator aborts a timed-out TV2 transaction at one above its data; the same producer goes on there
+    (its EndTxn(ABORT) answered with the bumped epoch)."""
+    pid = coordinator_pid(30, False, k=2)
+    tp = tv2_abort_records(log, pid, timed_out=True)
+    tv2_commit_records(log, pid, 1, tp)
+    tv2_abort_then_commit(log, pid, 1)
+
+
+def tv2_client_abort_with_records(log, _):
+    pid = coordinator_pid(30, True, k=2)
+    tp = tv2_abort_records(log, pid, timed_out=False)
+    tv2_commit_records(log, pid, 1, tp)
+    tv2_abort_then_commit(log, pid, 1)
+
+
+def tv2_fence_without_data_after(log, _):
+    """A new instance fences the TV2 transaction (its InitProducerId's retry writes Empty two above the data)
+    and writes nowhere on this partition: only the coordinator's records show the fence."""
+    pid = coordinator_pid(30, False, k=3)
+    tv2_abort_records(log, pid, timed_out=False)
+    log.txn_state("a", EMPTY, pid, 2, **TV2)
+    log.marker(pid, 1, commit=False)
+
+
+def tv2_fence_chain(log, _):
+    """As a 4.1 broker writes a TV2 fence by a new instance: PrepareAbort and the marker one above the data, Empty
+    two above, and the new instance's transaction there."""
+    pid = coordinator_pid(30, False, k=4)
+    tp = tv2_abort_records(log, pid, timed_out=False)
+    log.txn_state("a", EMPTY, pid, 2, **TV2)
+    tv2_commit_records(log, pid, 2, tp)
+    tv2_abort_then_commit(log, pid, 2)
+
+
 # More cases of a rule, fired only: (name, rule code) -> (builder, severity)
 VARIANTS = {
     ("unreadable partition", "FMT-001"): (fmt_001_unreadable_partition, "ERROR"),
@@ -893,6 +995,13 @@ VARIANTS = {
     ("cleaned away", "SNP-003"): (snp_003_cleaned_away, "INFO"),
     ("cleaned away", "LEP-003"): (lep_003_cleaned_away, "INFO"),
     ("corrupt follower copy", "FMT-004"): (fmt_004_corrupt_follower_copy, "ERROR"),
+    ("TV2 fence by a new instance", "EPO-004"): (epo_004_tv2_fence_by_a_new_instance, "INFO"),
+    ("TV2 double bump", "EPO-004"): (epo_004_tv2_double_bump, "INFO"),
+    ("TV2 marker three above", "EPO-005"): (epo_005_tv2_three_above, "WARN"),
+    ("TV2 timeout", "EPO-004"): (tv2_timeout, "INFO"),
+    ("TV2 timeout", "XTX-010"): (tv2_timeout, "INFO"),
+    ("TV2 fence without data after", "EPO-004"): (tv2_fence_without_data_after, "INFO"),
+    ("TV2 fence chain", "EPO-004"): (tv2_fence_chain, "INFO"),
 }
 # Logs of normal behaviour that repeats, whose folded findings a test reads: (name, rule code) -> builder
 FOLDED = {
@@ -904,6 +1013,17 @@ SILENT_VARIANTS = {
     ("window cleared by a fence", "SNP-003"): snp_003_window_cleared_by_a_fence,
     ("next transaction open", "XTX-002"): xtx_002_next_transaction_open,
     ("V1 client after a TV2 fence", "XTX-008"): xtx_008_v1_client_after_a_tv2_fence,
+    ("TV2 client abort", "EPO-004"): epo_004_tv2_client_abort,
+    ("TV2 double bump", "EPO-005"): epo_004_tv2_double_bump,
+    ("TV2 marker three above", "EPO-004"): epo_005_tv2_three_above,
+    ("TV2 producer", "EPO-006"): epo_006_tv2_producer,
+    ("TV2 client abort with records", "EPO-004"): tv2_client_abort_with_records,
+    ("TV2 client abort with records", "XTX-010"): tv2_client_abort_with_records,
+    ("TV2 fence chain", "TSL-007"): tv2_fence_chain,
+    ("TV2 fence chain", "XTX-006"): tv2_fence_chain,
+    ("TV2 fence chain", "XTX-008"): tv2_fence_chain,
+    ("TV2 fence chain", "XTX-004"): tv2_fence_chain,
+    ("TV2 timeout", "XTX-004"): tv2_timeout,
 }
 
 
@@ -1051,6 +1171,25 @@ def test_a_marker_at_another_epoch_is_reported_once(audited):
     """XTX-006 and XTX-008 name the marker's epoch; it is not also a marker without a decision (XTX-003)."""
     for code in ("XTX-006", "XTX-008"):
         assert sorted(f.rule_code for f in audited[code, False] if f.rule_code.startswith("XTX")) == [code], code
+
+
+def test_a_tv2_double_bump_is_reported_as_the_4_0_0_coordinators(audited):
+    (fence,) = [f for f in audited["TV2 double bump", "EPO-004"] if f.rule_code == "EPO-004"]
+    assert "KAFKA-19367" in fence.message
+
+
+def test_the_coordinator_records_tell_a_tv2_fence_or_timeout_at_the_marker(audited):
+    """Reported at the ABORT marker, with what showed it: the partition's next data or the coordinator's records."""
+    reasons = {
+        "TV2 fence by a new instance": "the next data is at epoch 8",
+        "TV2 timeout": "timed out, as the coordinator's records show",
+        "TV2 fence without data after": "the coordinator's Empty record is one epoch above the marker",
+        "TV2 fence chain": "the next data is at epoch 2",
+    }
+    for name, reason in reasons.items():
+        (fence,) = [f for f in audited[name, "EPO-004"] if f.rule_code == "EPO-004"]
+        assert reason in fence.message, (name, fence.message)
+        assert fence.evidence["marker_epoch"] == str(int(fence.evidence["transaction_epoch"]) + 1)
 
 
 def test_hanging_transaction_carries_abort_command(audited):

@@ -84,8 +84,8 @@ MARKER_EPOCH_VS_PREPARE = rule(
     "6.8",
     "A marker closing transactional data of epoch d whose epoch differs from that of the Prepare* record listing "
     "its partition that decided the transaction: at d or d + 1 (a fence or timeout abort) under TV0/1, at d + 1 "
-    "or d + 2 under TV2, with no Prepare* at the marker's own epoch listing it. A TV2 marker at or below the "
-    "data epoch is XTX-008.",
+    "(or d + 2 from a 4.0.0 coordinator's fence or timeout, KAFKA-19367) under TV2, with no Prepare* at the "
+    "marker's own epoch listing it. A TV2 marker at or below the data epoch is XTX-008.",
     impact=(
         "The marker's epoch does not match the decision that closed the transaction: a stale or foreign decision may "
         "have closed it."
@@ -111,7 +111,8 @@ MARKER_COORDINATOR_EPOCH = rule(
 )
 
 # The epochs of the Prepare* record that can decide a transaction with data of epoch d: d + step, where the
-# step is (under TV0/1 / TV2) 0 / 1 at a client's EndTxn and 1 / 2 at a fence or timeout abort (spec §3.4, §3.9).
+# step is 0 at a TV0/1 client's EndTxn and 1 at a TV0/1 fence or timeout abort and at every TV2 end; 2 only at a
+# 4.0.0 coordinator's TV2 fence or timeout abort (spec §3.4, §3.9; KAFKA-19367).
 DECISION_STEPS = ((0, False), (1, None), (2, True))  # (step, TV2 required: yes, no, either)
 
 

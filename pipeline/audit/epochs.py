@@ -1,7 +1,11 @@
 """Epoch and fencing rules EPO-001..EPO-007 (spec §6.3).
 
 EPO-003/004/005 judge a marker by the transaction version of the transaction it closes (`is_tv2` of the
-replay): configured, recorded by the coordinator, or inferred (pipeline.audit.producer_kernel).
+replay): configured, recorded by the coordinator, or inferred (pipeline.audit.producer_kernel). Every abort
+bumps a TV2 transaction's epoch once, the coordinator's (fence, timeout) as the client's (spec §3.4, KAFKA-19367),
+so on the partition a TV2 fence by a new instance shows only in the producer's next data, at two above the
+aborted data (`next_data_epoch`); a timeout, which the same producer goes on from, shows only in the
+coordinator's records (pipeline.audit.cross_epochs).
 """
 
 from __future__ import annotations
@@ -73,8 +77,11 @@ FENCE_ABORT = rule(
     "FENCE_ABORT",
     "INFO",
     "6.3",
-    "ABORT closing an open transaction one epoch above its data (two for TV2): a timeout abort or a new "
-    "producer instance fenced the old one.",
+    "ABORT closing an open transaction one epoch above its data: a timeout abort or a new producer instance "
+    "fenced the old one. Under TV2 every abort is one above, so a TV2 one is a fence only when the producer's "
+    "next data on the partition, or its Empty record in __transaction_state, is two above the aborted data, or "
+    "the coordinator's records show a timeout abort (XTX-010's shape); a TV2 ABORT two above its data is the "
+    "4.0.0 coordinator's double bump (KAFKA-19367), reported here with that reason.",
     impact=(
         "The transaction was aborted by the coordinator, not by the producer: it timed out or a new instance with "
         "the same transactional id fenced the old one. Its records are hidden from read_committed consumers."
@@ -83,14 +90,15 @@ FENCE_ABORT = rule(
         "If unexpected, raise the producer's `transaction.timeout.ms` or find the restart that fenced it; check the "
         "application retried the aborted work."
     ),
+    per_producer=True,
 )
 MARKER_EPOCH_JUMP = rule(
     "EPO-005",
     "MARKER_EPOCH_JUMP",
     "WARN",
     "6.3",
-    "Marker epoch exceeds the transaction's data epoch by more than the coordinator ever bumps it (TV0/1: "
-    "more than +1; TV2: more than +2).",
+    "Marker epoch more than one above the transaction's data epoch, which the coordinator bumps once per "
+    "transaction end (TV2) or fence (TV0/1), except two above on a TV2 ABORT (the 4.0.0 double bump, EPO-004).",
     impact=(
         "A marker epoch further ahead of the data than any coordinator bump suggests a marker written for another "
         "transaction or a lost coordinator history."
@@ -106,11 +114,11 @@ EPOCH_SKIP = rule(
     "INFO",
     "6.3",
     "A producer's epoch increases by more than one between consecutive entries on this partition "
-    "(InitProducerId or fence bumps, TV2 empty aborts, or epochs used on other partitions only).",
-    impact=(
-        "Usually nothing: producer restarts, fence bumps, TV2 empty aborts, or epochs used only on other partitions."
-    ),
+    "(InitProducerId or fence bumps, or epochs used on other partitions only). Not for a TV2 producer, whose "
+    "epoch counts its transactions: a skip only means transactions that did not touch this partition.",
+    impact=("Usually nothing: producer restarts, fence bumps, or epochs used only on other partitions."),
     action="No action unless it comes with sequence or marker findings for the same producer.",
+    per_producer=True,
 )
 TXN_EPOCH_MAX = rule(
     "EPO-007",
@@ -144,8 +152,28 @@ def _bump() -> Column:
     return F.col("producer_epoch") - F.col("txn_max_epoch")
 
 
-def _fence_bump() -> Column:
-    return F.when(F.col("is_tv2"), F.lit(2)).otherwise(F.lit(1))
+def closing_abort() -> Column:
+    return _closing() & (F.col("control_type") == CONTROL_ABORT)
+
+
+def _double_bump() -> Column:
+    """A TV2 ABORT two above its data: a 4.0.0 coordinator's fence or timeout abort (KAFKA-19367)."""
+    return closing_abort() & F.col("is_tv2") & (_bump() == 2)
+
+
+def tv2_fenced_by_next_data() -> Column:
+    """A TV2 ABORT one above its data whose producer's next data here is one further: a new instance's (its
+    InitProducerId wrote Empty there)."""
+    return (
+        closing_abort()
+        & F.col("is_tv2")
+        & (_bump() == 1)
+        & F.col("next_data_epoch").eqNullSafe(F.col("txn_max_epoch") + 2)
+    )
+
+
+def _fence_abort() -> Column:
+    return (closing_abort() & ~F.col("is_tv2") & (_bump() == 1)) | _double_bump() | tv2_fenced_by_next_data()
 
 
 def _evidence() -> dict[str, Column]:
@@ -159,6 +187,20 @@ def _marker_evidence() -> dict[str, Column]:
         "transaction_first_offset": F.col("txn_first_offset"),
         "transaction_version": F.col("transaction_version"),
     }
+
+
+def fence_message(reason: Column) -> Column:
+    return F.format_string(
+        "transaction from offset %d aborted at epoch %d over data epoch %d (%s)",
+        F.col("txn_first_offset"),
+        F.col("producer_epoch"),
+        F.col("txn_max_epoch"),
+        reason,
+    )
+
+
+def fence_evidence() -> dict[str, Column]:
+    return {**_marker_evidence(), "next_data_epoch": F.col("next_data_epoch")}
 
 
 @check(DATA_EPOCH_REGRESSION, on=PRODUCER_BATCHES)
@@ -207,21 +249,20 @@ def tv2_marker_epoch_not_greater(ctx: AuditContext) -> Fires:
 @check(FENCE_ABORT, on=PRODUCER_BATCHES)
 def fence_abort(ctx: AuditContext) -> Fires:
     return Fires(
-        _closing() & (F.col("control_type") == CONTROL_ABORT) & (_bump() == _fence_bump()),
-        F.format_string(
-            "transaction from offset %d aborted at epoch %d over data epoch %d (fenced or timed out)",
-            F.col("txn_first_offset"),
-            F.col("producer_epoch"),
-            F.col("txn_max_epoch"),
+        _fence_abort(),
+        fence_message(
+            F.when(_double_bump(), F.lit("fenced or timed out by a 4.0.0 coordinator, which bumps twice: KAFKA-19367"))
+            .when(F.col("is_tv2"), F.format_string("fenced: the next data is at epoch %d", "next_data_epoch"))
+            .otherwise(F.lit("fenced or timed out"))
         ),
-        _marker_evidence(),
+        fence_evidence(),
     )
 
 
 @check(MARKER_EPOCH_JUMP, on=PRODUCER_BATCHES)
 def marker_epoch_jump(ctx: AuditContext) -> Fires:
     return Fires(
-        _closing() & (_bump() > _fence_bump()),
+        _closing() & (_bump() > 1) & ~_double_bump(),
         F.format_string(
             "marker epoch %d is %d above the transaction's data epoch %d",
             F.col("producer_epoch"),
@@ -235,7 +276,9 @@ def marker_epoch_jump(ctx: AuditContext) -> Fires:
 @check(EPOCH_SKIP, on=PRODUCER_BATCHES)
 def epoch_skip(ctx: AuditContext) -> Fires:
     return Fires(
-        _known() & ((F.col("producer_epoch") - F.col("state_epoch")) > 1),
+        _known()
+        & ((F.col("producer_epoch") - F.col("state_epoch")) > 1)
+        & ~F.coalesce(F.col("transaction_version").startswith("2"), F.lit(False)),
         F.format_string(
             "producer %d epoch %d -> %d", F.col("producer_id"), F.col("state_epoch"), F.col("producer_epoch")
         ),

@@ -5,7 +5,8 @@ goes on (pipeline.audit.kept_replay) gets only its added files; it is replayed f
 and producers, its replicas' kept last rows are written again with the next entry they now have, and it falls back
 to a whole replay when its added rows do not come after the kept ones (in file order, and in offset order for
 every producer), when a replica held a truncated tail before its last row, when the coordinator's versions of one
-of its producers changed, or when the transaction version concluded over a producer's rows changes.
+of its producers changed, when the transaction version concluded over a producer's rows changes, or when the added
+rows hold the next data of a producer whose last kept rows end with a TV2 abort (its `next_data_epoch`).
 
 Every partition leaves a body file (every row but each replica's last), its replicas' last rows (`tails`) and ends.
 """
@@ -161,7 +162,10 @@ def _go_on(
     last_rows = body.write_walk(replay(iter(added.to_batches()), earlier=earlier, ends=ends))
     written = body.close()
     for key in earlier.producers.carries:
-        if earlier.producers.version(key, version_mode) != ends.producers.version(key, version_mode):
+        if (
+            earlier.producers.version(key, version_mode) != ends.producers.version(key, version_mode)
+            or ends.producers.followed_kept_markers(key)
+        ):
             _remove(written)
             return None
     kept = tails.filter(pa.array(~moved))

@@ -4,10 +4,11 @@ The second walk of a replay task (pipeline.audit.replay_task): the rows arrive s
 in producer order (producer id, producer row, base offset, segment, position), so each producer's rows come
 together, in the order the broker appended them. The kernel (pipeline.audit.producer_kernel) walks each record
 batch with the state the previous one left (one producer's, never a replica's), and the rows leave with the
-PRODUCER_STATE_COLUMNS added. Only the transaction version waits: it is a conclusion over all of a producer's
-rows, so the rows of the producer still being walked are held until its last row has passed (`HeldRows`), in
-memory up to HELD_ROWS and in a local file beyond. Memory therefore stays at a few record batches whatever the
-size of a partition or of one producer's share of it.
+PRODUCER_STATE_COLUMNS added. Only the transaction version and a TV2 abort's next data epoch wait: the version is a
+conclusion over all of a producer's rows, so the rows of the producer still being walked are held until its last
+row has passed (`HeldRows`), in memory up to HELD_ROWS and in a local file beyond, and a held abort gets its next
+data epoch when the kernel meets that data in a later record batch. Memory therefore stays at a few record
+batches whatever the size of a partition or of one producer's share of it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ _LONG_COLUMNS = {
     "min_base_before": K.MIN_BASE_BEFORE,
     "prev_run_offset": K.PREV_RUN_OFFSET,
     "original_offset": K.ORIGINAL_OFFSET,
+    "next_data_epoch": K.NEXT_DATA_EPOCH,
 }
 _FLAG_COLUMNS = {
     "prev_is_marker": K.PREV_IS_MARKER,
@@ -93,6 +95,10 @@ class ProducerEnds:
     def earlier(self) -> np.ndarray:
         return self._rows
 
+    def followed_kept_markers(self, key: tuple) -> bool:
+        """Whether the group's walk met the next data of markers an earlier walk wrote without it."""
+        return bool(self.carries[key][K.S_KEPT_AWAIT] == 2)
+
     def version(self, key: tuple, version_mode: int) -> int:
         """The transaction version concluded from the group's rows up to its carry."""
         return int(K.transaction_version(self.carries[key][: K.STATE_FIELDS], version_mode))
@@ -129,30 +135,43 @@ def with_producer_state(
             for row in ended:
                 ended_at = int(row[K.ENDED_ROW])
                 ends.carries[before if ended_at == 0 else key_at(rows, ended_at - 1, GROUP_KEY)] = row
+        if carry.state[K.S_AWAIT_FILLED] != NONE:
+            held.fill_waiting(int(carry.state[K.S_AWAIT_FILLED]))
         if carry.state[K.S_CARRIED_ENDED]:
             yield from held.release(_label(labels, int(carry.state[K.S_CARRIED_VERSION])))
         open_from = int(carry.state[K.S_OPEN_FROM])
         if open_from:
             yield from with_state(rows.slice(0, open_from), longs[:, :open_from], flags[:, :open_from], labels, schema)
+        before_open = held.count
         held.add(with_state(rows.slice(open_from), longs[:, open_from:], flags[:, open_from:], labels, schema))
+        if carry.state[K.S_AWAIT_AT] != NONE:
+            held.wait_at(before_open + int(carry.state[K.S_AWAIT_AT]) - open_from)
     if ends is not None and previous is not None:
         ends.carries[previous] = carry.kept()
     yield from held.release(_label(labels, carry.final_version(version_mode)))
 
 
 class HeldRows:
-    """The output rows of the producer being walked, whose transaction version is not known yet."""
+    """The output rows of the producer being walked, whose transaction version is not known yet.
+
+    `count` rows held; held row `waiting` is a TV2 abort waiting for its next data epoch; `fills`: the (row,
+    epoch) that held aborts get when released.
+    """
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
         self.batches: list[pa.RecordBatch] = []
         self.rows = 0
+        self.count = 0
+        self.waiting: int | None = None
+        self.fills: list[tuple[int, int]] = []
         self.spill: tuple[str, pa.ipc.RecordBatchStreamWriter] | None = None
 
     def add(self, batches: Iterator[pa.RecordBatch]) -> None:
         for batch in batches:
             self.batches.append(batch)
             self.rows += batch.num_rows
+            self.count += batch.num_rows
         if self.rows > HELD_ROWS:
             if self.spill is None:
                 path = spill_file("produce-audit-replay-", ".arrows")
@@ -161,8 +180,19 @@ class HeldRows:
                 self.spill[1].write_batch(batch)
             self.batches, self.rows = [], 0
 
+    def wait_at(self, row: int) -> None:
+        """Held row `row` is a TV2 abort whose next data epoch comes later."""
+        self.waiting = row
+
+    def fill_waiting(self, epoch: int) -> None:
+        """The waiting abort's next data epoch has come."""
+        if self.waiting is not None:
+            self.fills.append((self.waiting, epoch))
+            self.waiting = None
+
     def release(self, version: pa.Scalar) -> Iterator[pa.RecordBatch]:
         """The held rows in the order added, with their version; afterwards nothing is held."""
+        fills, at = self.fills, 0
         if self.spill is not None:
             path, writer = self.spill
             self.spill = None
@@ -170,17 +200,33 @@ class HeldRows:
             try:
                 with pa.memory_map(path) as source:
                     for batch in pa.ipc.open_stream(source):
-                        yield _with_version(batch, version)
+                        yield _with_version(_filled(batch, at, fills), version)
+                        at += batch.num_rows
             finally:
                 os.unlink(path)
         batches, self.batches, self.rows = self.batches, [], 0
+        self.count, self.waiting, self.fills = 0, None, []
         for batch in batches:
-            yield _with_version(batch, version)
+            yield _with_version(_filled(batch, at, fills), version)
+            at += batch.num_rows
 
 
 def _with_version(batch: pa.RecordBatch, version: pa.Scalar) -> pa.RecordBatch:
     index = batch.schema.get_field_index("transaction_version")
     return batch.set_column(index, batch.schema.field(index), pa.repeat(version, batch.num_rows))
+
+
+def _filled(batch: pa.RecordBatch, at: int, fills: list[tuple[int, int]]) -> pa.RecordBatch:
+    """`batch` (held rows from `at` on) with the next data epoch of the aborts that `fills` name."""
+    inside = [(row - at, epoch) for row, epoch in fills if at <= row < at + batch.num_rows]
+    if not inside:
+        return batch
+    index = batch.schema.get_field_index("next_data_epoch")
+    field = batch.schema.field(index)
+    values = pc.fill_null(batch.column(index).cast(pa.int64()), NONE).to_numpy(zero_copy_only=False).copy()
+    for row, epoch in inside:
+        values[row] = epoch
+    return batch.set_column(index, field, pa.array(values, mask=values == NONE).cast(field.type))
 
 
 def _label(labels: pa.Array, code: int) -> pa.Scalar:

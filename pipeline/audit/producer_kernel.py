@@ -68,8 +68,9 @@ IS_CONTROL, IS_TRANSACTIONAL, IS_COORDINATOR_TOPIC, PRODUCER_ROW = 1, 2, 4, 8
     PREV_RUN_OFFSET,
     ORIGINAL_OFFSET,
     VERSION,
-) = range(21)
-LONG_OUTPUTS = 21
+    NEXT_DATA_EPOCH,
+) = range(22)
+LONG_OUTPUTS = 22
 # boolean outputs as int8 (-1 = null)
 (
     PREV_IS_MARKER,
@@ -118,8 +119,12 @@ SEQ_FIELDS = 8
     S_CARRIED_VERSION,  # output: that group's transaction version
     S_OPEN_FROM,  # output: the first row of this stretch's last group, which may continue in the next one
     S_ENDED,  # output: the groups that ended in this stretch
-) = range(28)
-STATE_FIELDS = 28
+    S_AWAIT,  # a TV2 abort of the group in an earlier stretch waits for its next data epoch
+    S_AWAIT_FILLED,  # output: the next data epoch that it gets (NONE: not in this stretch)
+    S_AWAIT_AT,  # output: the row of this stretch whose TV2 abort still waits at its end (NONE: none)
+    S_KEPT_AWAIT,  # a TV2 abort an earlier walk wrote waits for the next data epoch (1), which this walk met (2)
+) = range(32)
+STATE_FIELDS = 32
 # a carry kept as one int64 row: the scalars, the two sequence states, the two duplicate windows, and where it ended
 SEQ_END = STATE_FIELDS + 2 * SEQ_FIELDS
 RING_END = SEQ_END + 2 * DUPLICATE_WINDOW * 5
@@ -163,6 +168,12 @@ def replay_producers(
     group, ProducerEnds) instead of from nothing when `resume[i]` is not -1. Every group that ends in the stretch
     leaves its carry in `ended` (rows in the order the groups end; ProducerEnds.ENDED_ROW: the row before which it
     ended), and the count of them is S_ENDED.
+
+    NEXT_DATA_EPOCH of a TV2 ABORT one above the data it closes is the epoch of the group's next data row (spec
+    §3.4: it tells a fence by a new instance from a client abort). The walk fills it once that row comes; an abort
+    of an earlier stretch still waiting then gets S_AWAIT_FILLED from the caller, and S_AWAIT_AT names the row of
+    this stretch that waits at its end. One an earlier walk wrote is written already: S_KEPT_AWAIT says when this
+    walk met its next data.
     """
     n = starts.shape[0]
     longs = np.full((LONG_OUTPUTS, n), NONE, dtype=np.int64)
@@ -172,6 +183,8 @@ def replay_producers(
     carried_version = NONE
     group_start = 0
     count_ended = 0
+    await_row = -1
+    await_filled = NONE
     for i in range(n):
         if starts[i]:
             if state[S_ACTIVE] == 1:
@@ -185,8 +198,12 @@ def replay_producers(
                 count_ended += 1
             carried = False
             group_start = i
+            await_row = -1
             if resume[i] >= 0:
                 _load_carry(earlier[resume[i]], state, seq, ring)
+                if state[S_AWAIT] == 1:  # an earlier walk's markers are written already
+                    state[S_KEPT_AWAIT] = 1
+                state[S_AWAIT] = 0
             else:
                 _start_group(state, seq, flags[i] & PRODUCER_ROW != 0)
         if state[S_PRODUCER] == 1:
@@ -195,6 +212,27 @@ def replay_producers(
                 timestamp[i], base_seq[i], last_seq[i], coordinator_version[i], expiration_ms, version_mode, state,
                 seq, ring, longs, bools,
             )  # fmt: skip
+            if flags[i] & IS_CONTROL == 0:
+                if await_row >= 0:
+                    longs[NEXT_DATA_EPOCH, await_row] = epoch[i]
+                if carried and state[S_AWAIT] == 1:
+                    await_filled = epoch[i]
+                state[S_AWAIT] = 0
+                if state[S_KEPT_AWAIT] == 1:
+                    state[S_KEPT_AWAIT] = 2
+                await_row = -1
+            elif (
+                marker[i] == 1
+                and control_type[i] == CONTROL_ABORT
+                and bools[TXN_OPEN, i] == 1
+                and bools[IS_TV2, i] == 1
+                and epoch[i] - longs[TXN_MAX_EPOCH, i] == 1
+            ):
+                await_row = i
+    if await_row >= 0:
+        state[S_AWAIT] = 1
+    state[S_AWAIT_FILLED] = await_filled
+    state[S_AWAIT_AT] = await_row if await_row >= 0 else NONE
     state[S_CARRIED_ENDED] = carried_ended
     state[S_CARRIED_VERSION] = carried_version
     state[S_OPEN_FROM] = group_start
@@ -222,7 +260,7 @@ def _start_group(state, seq, producer_row):
     state[:] = NONE
     state[S_ACTIVE] = 1
     state[S_PRODUCER] = 1 if producer_row else 0
-    for field in (S_PID_ROW, S_MARKERS, S_SEEN_TXN, S_SEEN_PLAIN, S_RUN_FIRST, S_TV2_BEFORE):
+    for field in (S_PID_ROW, S_MARKERS, S_SEEN_TXN, S_SEEN_PLAIN, S_RUN_FIRST, S_TV2_BEFORE, S_AWAIT, S_KEPT_AWAIT):
         state[field] = 0
     for field in (S_SAW_TV2, S_SAW_TV1, S_SAW_TRANSACTIONAL, S_SAW_COORDINATOR_TV2, S_SAW_COORDINATOR_TV1):
         state[field] = 0

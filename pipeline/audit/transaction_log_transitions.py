@@ -61,7 +61,8 @@ EPOCH_TRANSITION = rule(
     "6.7",
     "Producer id / epoch change that §5.3 does not allow: Empty not at the same epoch, +1, or a new producer id "
     "at 0; Ongoing or Complete* changing them (except TV2 overflow to the next producer id at 0); Prepare* not "
-    "at the same epoch (TV0/1) or +1 (TV2), or not +1 (TV0/1) / +2 (TV2) for a fence or timeout abort.",
+    "at the same epoch (TV0/1) or +1 (TV2); a PrepareAbort after Ongoing may also be a fence or timeout abort, "
+    "+1 in every version (+2 tolerated under TV2: a 4.0.0 coordinator bumped twice, KAFKA-19367).",
     impact=(
         "Epochs drive fencing; an epoch or producer-id change the coordinator never makes means a stale coordinator "
         "or missing records, so zombies may not be fenced."
@@ -160,7 +161,8 @@ def _epoch_allowed() -> Column:
     same_pid = pid == F.col("prev.producer_id")
     overflow = F.col("is_tv2") & (pid == F.col("prev.next_producer_id")) & (epoch == 0)
     prepare_step = F.when(F.col("is_tv2"), step == 1).otherwise(step == 0)
-    abort_step = F.when(F.col("is_tv2"), step.isin(1, 2)).otherwise(step.isin(0, 1))  # +1 more for a fence
+    # after Ongoing, a fence or timeout abort is +1 in every version; +2 from a 4.0.0 coordinator on TV2
+    abort_step = F.when(F.col("is_tv2"), step.isin(1, 2)).otherwise(step.isin(0, 1))
     return (
         F.when(state == EMPTY, (same_pid & step.isin(0, 1)) | (~same_pid & (epoch == 0)))
         .when(state == ONGOING, same_pid & (step == 0))
