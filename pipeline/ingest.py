@@ -90,7 +90,7 @@ def _ingest_planned(
     # for theirs. The segments are then decoded once, by the write.
     found = {pair_of(segment) for segment in segments.to_read if segment.size > 0} | segments.kept_pairs
     if plan.dump_files or plan.columnar_paths:
-        others = InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths)
+        others = plan.without_log_dirs()
         found |= set(distinct_pairs(read_inputs(spark, others, settings)))
     pairs = sorted(found)
     if not pairs:
@@ -153,7 +153,7 @@ def stage_batches(
     if segments.kept and segments.kept_files is None:
         others.append(kept_batches(spark, store, segments))
     if plan.dump_files or plan.columnar_paths:
-        not_segments = InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths)
+        not_segments = plan.without_log_dirs()
         others.append(read_inputs(spark, not_segments, settings))
     if others:
         stage_pass(ArrowPass.of(reduce(DataFrame.unionByName, others)), folder, partition_by, file_by="source_file")
