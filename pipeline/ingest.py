@@ -89,6 +89,7 @@ def _ingest_planned(
     # the (cluster, topic) pairs of the segments are known from the listing; only dump and columnar inputs are read
     # for theirs. The segments are then decoded once, by the write.
     found = {pair_of(segment) for segment in segments.to_read if segment.size > 0} | segments.kept_pairs
+    found |= segments.moved_pairs
     if plan.dump_files or plan.columnar_paths:
         others = plan.without_log_dirs()
         found |= set(distinct_pairs(read_inputs(spark, others, settings)))

@@ -161,6 +161,17 @@ class SegmentPlan:
         """(cluster, topic) pairs with rows of skipped segments: ingested even when nothing of them is decoded."""
         return {pair_of(segment) for segment in self.skipped if self.recorded[segment.location]["rows_ingested"]}
 
+    @property
+    def moved_pairs(self) -> set[tuple[str, str]]:
+        """(cluster, topic) pairs the manifest recorded listed segments in under another cluster (an upgraded
+        warehouse's rows in the unknown cluster "", a log dir whose meta.properties changed): replaced too, so that
+        the segments' earlier rows go with their decode into their cluster of now."""
+        return {
+            (row["cluster_id"], row["topic"])
+            for segment in self.segments
+            if (row := self.recorded.get(segment.location)) is not None and row["cluster_id"] != segment.cluster_id
+        }
+
 
 def pair_of(segment: SegmentFile) -> tuple[str, str]:
     """The (cluster_id, topic) partition of `batches` a segment's rows are in."""
@@ -173,7 +184,7 @@ def plan_segment_reads(spark: SparkSession, store: TableStore, settings: Setting
     if not segments:
         return SegmentPlan([], {}, frozenset(), {})
     active = active_segments(segments)
-    recorded = _recorded_rows(store, {pair_of(segment) for segment in segments})
+    recorded = _recorded_rows(store, sorted({segment.topic for segment in segments}))
     outcomes, candidates = triage(segments, recorded, active, settings.ingest.incremental)
     if not candidates:
         return SegmentPlan(segments, outcomes, active, recorded)
@@ -336,12 +347,12 @@ def _append_entry_hashes(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -
         yield pa.RecordBatch.from_arrays([*batch.columns, first, last], schema=schema)
 
 
-def _recorded_rows(store: TableStore, pairs: set[tuple[str, str]]) -> dict[str, dict[str, Any]]:
-    """The manifest rows of the (cluster, topic) `pairs` by location: one small row per segment file, like the
+def _recorded_rows(store: TableStore, topics: list[str]) -> dict[str, dict[str, Any]]:
+    """The manifest rows of `topics`, of every cluster, by location: one small row per segment file, like the
     listing."""
     if not store.exists(TABLE):
         return {}
-    rows = store.read(TABLE, schema=INGEST_MANIFEST).where(of_pairs(pairs)).select(*_RECORDED)
+    rows = store.read(TABLE, schema=INGEST_MANIFEST).where(F.col("topic").isin(topics)).select(*_RECORDED)
     return {row.source_file: row.asDict() for row in rows.collect()}
 
 
@@ -446,8 +457,10 @@ def _removed(store: TableStore, plan: SegmentPlan, pairs: set[tuple[str, str]]) 
         for location, row in plan.recorded.items()
         if (row["cluster_id"], row["topic"]) in pairs and location not in plan.outcomes
     )
-    # Pairs that only dump or columnar inputs hold now: their manifest rows were not collected with the listing.
-    unlisted = pairs - {pair_of(segment) for segment in plan.segments}
+    # Pairs of topics that only dump or columnar inputs hold now: their manifest rows were not collected with the
+    # listing, which holds every cluster's rows of the segments' topics.
+    listed = {segment.topic for segment in plan.segments}
+    unlisted = {(cluster, topic) for cluster, topic in pairs if topic not in listed}
     if unlisted and store.exists(TABLE):
         removed += store.read(TABLE, schema=INGEST_MANIFEST).where(of_pairs(unlisted)).count()
     return removed

@@ -299,8 +299,10 @@ def _audit(
         def write_output(table: str, partition_by: list[str]) -> int:
             output = getattr(audited, table)
             stats.measure(output, table)
-            store.overwrite_partitions(output, table, partition_by, audited_pairs)
-            return store.count(table, audited_pairs)  # the pairs' rows are this run's after the write
+            # The audit is of the whole of `batches`: a pair the table holds and `batches` no longer does goes too.
+            replaced = cluster_topics({*pairs, *store.pairs(table)})
+            store.overwrite_partitions(output, table, partition_by, replaced)
+            return store.count(table, replaced)  # the pairs' rows are this run's after the write
 
         result.counts.update(
             side_by_side(

@@ -59,3 +59,12 @@ def of_partitions(actions: pa.Table, partition_values: dict[str, list]) -> pa.Ta
     columns = [actions.column(f"partition.{name}").cast(pa.string()).to_pylist() for name in partition_values]
     keep = [partition in wanted for partition in zip(*columns, strict=True)]
     return actions.filter(pa.array(keep, pa.bool_()))
+
+
+def logged_pairs(location: str) -> set[tuple[str, str]]:
+    """The (cluster_id, topic) partitions holding files in the latest snapshot, the unknown cluster as ""."""
+    actions = logged_files(location, ["partition.cluster_id", "partition.topic"])
+    if actions is None:
+        return set()
+    clusters, topics = (actions.column(name).to_pylist() for name in ("partition.cluster_id", "partition.topic"))
+    return {(cluster or "", topic) for cluster, topic in zip(clusters, topics, strict=True)}

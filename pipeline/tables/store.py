@@ -32,7 +32,7 @@ from pipeline.tables.backend import (
 from pipeline.tables.files import filesystem, remove_tree
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.staged_write import OVERWRITE_PARTITIONS, staged_write
-from pipeline.tables.stats import logged_row_count
+from pipeline.tables.stats import logged_pairs, logged_row_count
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +150,10 @@ class TableStore:
         if partition_values:
             rows = rows.where(F.expr(replace_where_predicate(partition_values)))
         return rows.count()
+
+    def pairs(self, table: str) -> set[tuple[str, str]]:
+        """The (cluster_id, topic) partitions of the latest snapshot, from its Delta log; none for an absent table."""
+        return logged_pairs(self.path(table)) if self.exists(table) else set()
 
     def partition_columns(self, table: str) -> list[str]:
         """The columns the latest snapshot is partitioned by, from its Delta log."""
