@@ -32,6 +32,21 @@ exit codes:
 """
 
 
+class _ClusterInput(argparse.Action):
+    """`--cluster-input ID LOGROOT`: two words, so a path holding `=` or a URI needs no splitting rule."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        cluster, path = values
+        namespace.inputs = [*(namespace.inputs or []), path]
+        namespace.input_clusters = {**(getattr(namespace, "input_clusters", None) or {}), path: cluster}
+
+
+def require_inputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """`run` and `ingest` need an input, by --input or --cluster-input (argparse cannot require one of two)."""
+    if args.command in ("run", "ingest") and not args.inputs:
+        parser.error(f"{args.command}: give at least one --input LOGROOT or --cluster-input ID LOGROOT")
+
+
 def parse_reference_time(text: str) -> int:
     """Epoch milliseconds from ISO-8601 (a naive value is UTC) or from an integer of epoch milliseconds."""
     text = text.strip()
@@ -136,10 +151,18 @@ def build_parser() -> argparse.ArgumentParser:
             "--input",
             dest="inputs",
             action="append",
-            required=True,
             metavar="LOGROOT",
             help="Kafka log root (a broker log.dirs directory, topic-partition directories or dump files); "
             "repeat for several roots",
+        )
+        sub.add_argument(
+            "--cluster-input",
+            action=_ClusterInput,
+            nargs=2,
+            metavar=("ID", "LOGROOT"),
+            help="an input whose rows belong to cluster ID where it names none (dump text, columnar exports, log "
+            "dirs without cluster.id), as --input LOGROOT otherwise; repeat for inputs of several clusters, e.g. "
+            "--cluster-input east dumps/east --cluster-input west s3://bucket/west (overrides --cluster-id)",
         )
         sub.add_argument(
             "--full",

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.arguments import build_parser
+from pipeline.arguments import build_parser, require_inputs
 from pipeline.audit.registry import severity_at_least
 from pipeline.config import ConfigError, Settings, load_settings
 from pipeline.errors import InputError
@@ -66,6 +66,8 @@ def settings_for(args: argparse.Namespace) -> Settings:
         ingest["deep"] = True
     if getattr(args, "cluster_id", None) is not None:
         ingest["cluster_id"] = args.cluster_id
+    if getattr(args, "input_clusters", None):
+        ingest["input_clusters"] = args.input_clusters
     if ingest:
         overrides["ingest"] = ingest
     return load_settings(args.conf, overrides)
@@ -251,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        require_inputs(parser, args)
     except SystemExit as exc:  # --help, --version and usage errors; the message is already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     with _log_to_stderr():

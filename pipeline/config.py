@@ -45,6 +45,13 @@ class IngestSettings(_Strict):
     # The cluster of the inputs that name none (dump text, columnar exports, a log dir without `cluster.id` in its
     # meta.properties; `--cluster-id`): partitions are told apart by (cluster, topic, partition). "": unknown.
     cluster_id: str = ""
+    # The cluster of each input given with one (`--cluster-input ID PATH`), by the input as given: its dump text,
+    # columnar exports and log dirs without `cluster.id` are that cluster's; other inputs get `cluster_id`.
+    input_clusters: dict[str, str] = Field(default_factory=dict)
+
+    def cluster_of(self, path: str) -> str:
+        """The cluster of the rows of input `path` that name none."""
+        return self.input_clusters.get(path, self.cluster_id)
 
 
 class AuditSettings(_Strict):

@@ -5,7 +5,8 @@ The plan is made once, on the driver, before anything is read: `plan_inputs` lis
 by reader, keeping the listings of the log-dir inputs (files, sizes, modification times, broker ids), and
 `plan_segment_reads` says from those listings and the manifest which segments are decoded again. Every reader
 below takes that plan instead of listing the inputs itself. Each table is written with overwrite_partitions by
-topic, so repeating the step on the same input replaces exactly the rows the previous attempt wrote.
+(cluster, topic) pair, so repeating the step on the same input replaces exactly the rows the previous attempt wrote,
+and another cluster's rows of the same topics stay.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pipeline.ingest_manifest import (
     SegmentPlan,
     decoded_batches,
     kept_batches,
+    pair_of,
     plan_segment_reads,
     write_manifest,
 )
@@ -48,7 +50,8 @@ from pipeline.sources.log_roots import SegmentFile
 from pipeline.tables.files_by_source import files_by_source
 from pipeline.tables.parquet_sink import PartitionedParquetSink, StagedTable, stage_pass, stage_tables
 from pipeline.tables.stats import logged_values
-from pipeline.tables.store import TableStore
+from pipeline.tables.backend import replace_where_predicate
+from pipeline.tables.store import TableStore, cluster_topics, of_pairs
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import TRANSACTION_STATE_TOPIC
 
@@ -67,7 +70,8 @@ PARTITION_FILE_TABLES = {  # name (also the PartitionFiles attribute): partition
 def ingest_inputs(
     spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]
 ) -> dict[str, int]:
-    """Decode what changed since the last ingest (pipeline.ingest_manifest) and replace the ingested topics.
+    """Decode what changed since the last ingest (pipeline.ingest_manifest) and replace the ingested (cluster,
+    topic) pairs.
 
     Returns the rows written per table and the segments per outcome.
     """
@@ -82,23 +86,24 @@ def _ingest_planned(
 ) -> dict[str, int]:
     segments = plan_segment_reads(spark, store, settings, plan.log_roots)
     # Every non-empty segment file decodes to at least one row (an entry, or a row saying why there is none), so
-    # the topics of the segments are known from the listing; only dump and columnar inputs are read for theirs.
-    # The segments are then decoded once, by the write.
-    topics = {segment.topic for segment in segments.to_read if segment.size > 0} | segments.kept_topics
+    # the (cluster, topic) pairs of the segments are known from the listing; only dump and columnar inputs are read
+    # for theirs. The segments are then decoded once, by the write.
+    found = {pair_of(segment) for segment in segments.to_read if segment.size > 0} | segments.kept_pairs
+    found |= segments.moved_pairs
     if plan.dump_files or plan.columnar_paths:
-        others = InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths)
-        topics |= set(distinct_topics(read_inputs(spark, others, settings)))
-    topics = sorted(topics)
-    if not topics:
+        others = plan.without_log_dirs()
+        found |= set(distinct_pairs(read_inputs(spark, others, settings)))
+    pairs = sorted(found)
+    if not pairs:
         raise InputError(", ".join(inputs), "no Kafka log entries found")
     # Only the manifest waits for `batches`; the other tables read the inputs, not `batches`, so they are written
     # side by side with it, and a small ingest's jobs keep both cores busy.
     parts = side_by_side(
         {
-            "batches": partial(_ingest_batches, spark, store, settings, run_id, plan, segments, topics),
-            "payloads": partial(ingest_payloads, spark, store, settings, plan, topics),
-            "partition_files": partial(ingest_partition_files, spark, store, settings, plan, topics),
-            "internal_topics": partial(ingest_internal_topics, spark, store, settings, plan, segments, topics),
+            "batches": partial(_ingest_batches, spark, store, settings, run_id, plan, segments, pairs),
+            "payloads": partial(ingest_payloads, spark, store, settings, plan, pairs),
+            "partition_files": partial(ingest_partition_files, spark, store, settings, plan, pairs),
+            "internal_topics": partial(ingest_internal_topics, spark, store, settings, plan, segments, pairs),
         }
     )
     counts = {name: count for part in parts.values() for name, count in part.items()}
@@ -114,17 +119,18 @@ def _ingest_batches(
     run_id: str,
     plan: InputPlan,
     segments: SegmentPlan,
-    topics: list[str],
+    pairs: list[tuple[str, str]],
 ) -> dict[str, int]:
     """Write `batches`, then the manifest that describes the segments it was decoded from."""
-    replaced, kept = {"topic": topics}, segments.kept_files or frozenset()
+    replaced, kept = cluster_topics(pairs), segments.kept_files or frozenset()
     with store.staged_partitions("batches", schemas.BATCHES, schemas.BATCHES_PARTITION_BY, replaced, kept) as folder:
         stage_batches(spark, store, settings, plan, segments, folder)
-    outcomes = write_manifest(spark, store, segments, decoded_batches(spark, store, segments, topics), topics, run_id)
-    written = store.count("batches", {"topic": topics})
-    log.info("ingested %d entries of %d topic(s) into %s", written, len(topics), store.path("batches"))
+    outcomes = write_manifest(spark, store, segments, decoded_batches(spark, store, segments, pairs), pairs, run_id)
+    written = store.count("batches", replaced)
+    topics = len({topic for _, topic in pairs})
+    log.info("ingested %d entries of %d topic(s) into %s", written, topics, store.path("batches"))
     log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
-    counts = {"batches": written, "topics": len(topics)}
+    counts = {"batches": written, "topics": topics}
     counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
     return counts
 
@@ -148,43 +154,44 @@ def stage_batches(
     if segments.kept and segments.kept_files is None:
         others.append(kept_batches(spark, store, segments))
     if plan.dump_files or plan.columnar_paths:
-        not_segments = InputPlan(dump_files=plan.dump_files, columnar_paths=plan.columnar_paths)
+        not_segments = plan.without_log_dirs()
         others.append(read_inputs(spark, not_segments, settings))
     if others:
         stage_pass(ArrowPass.of(reduce(DataFrame.unionByName, others)), folder, partition_by, file_by="source_file")
 
 
 def ingest_payloads(
-    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, topics: list[str]
+    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, pairs: list[tuple[str, str]]
 ) -> dict[str, int]:
     """With `ingest.deep` (`--deep`), hash the records of every listed segment into `payloads`.
 
     Every segment is hashed again, also those the incremental ingest keeps: the table is small next to the
     segments and is then always exactly the records of `batches`. Without deep mode nothing is read; only when a
-    deep ingest left a `payloads` table are the topics' rows removed from it, so the payload rules of a later
+    deep ingest left a `payloads` table are the pairs' rows removed from it, so the payload rules of a later
     `audit` never compare records the batches no longer hold. Dump and columnar inputs carry no record bytes.
     """
+    replaced = cluster_topics(pairs)
     if not settings.ingest.deep:
         if store.exists("payloads"):
             empty = spark.createDataFrame([], schemas.PAYLOADS)
-            store.overwrite_partitions(empty, "payloads", schemas.PAYLOADS_PARTITION_BY, {"topic": topics})
+            store.overwrite_partitions(empty, "payloads", schemas.PAYLOADS_PARTITION_BY, replaced)
         return {}
     # Imported on use: the default ingest never loads the payload pass.
     from pipeline.sources.payloads import read_payloads
 
     rows = read_payloads(spark, plan.log_roots.segments if plan.segment_roots else [], settings)
-    store.overwrite_partitions(rows, "payloads", schemas.PAYLOADS_PARTITION_BY, {"topic": topics})
-    written = store.count("payloads", {"topic": topics})
+    store.overwrite_partitions(rows, "payloads", schemas.PAYLOADS_PARTITION_BY, replaced)
+    written = store.count("payloads", replaced)
     log.info("deep mode: hashed %d record payloads into %s", written, store.path("payloads"))
     return {"payloads": written}
 
 
 def ingest_partition_files(
-    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, topics: list[str]
+    spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, pairs: list[tuple[str, str]]
 ) -> dict[str, int]:
     """Decode the files beside the segments of the log-dir inputs, and the `.txnindex` and `.snapshot` dumps among
-    the dump text, into their tables, for the topics with batches (a partition without segments has nothing to
-    audit). Columnar inputs carry no such files.
+    the dump text, into their tables, for the (cluster, topic) pairs with batches (a partition without segments has
+    nothing to audit). Columnar inputs carry no such files.
 
     The files are small (a few MB for thousands of partitions), so what costs is the Spark jobs and the commits:
     one job decodes every file into the staging folders of all six tables (`stage_tables`; dump text adds one per
@@ -196,7 +203,7 @@ def ingest_partition_files(
     # Imported on use: dump and columnar inputs do not need the binary file readers.
     from pipeline.sources.partition_files.reader import TABLE_SCHEMAS, partition_file_pass
 
-    replaced = {"topic": topics}
+    replaced, wanted = cluster_topics(pairs), frozenset(pairs)
     with ExitStack() as stack:
         staged = {
             table: StagedTable(
@@ -208,8 +215,8 @@ def ingest_partition_files(
         }
         if plan.segment_roots:
             files = partition_file_pass(spark, plan.log_roots.listings)
-            stage_tables(files.descriptors, partial(_of_topics, frozenset(topics), files.decode), staged)
-            naming = [row for row in files.naming_problems if row["topic"] in topics]
+            stage_tables(files.descriptors, partial(_of_pairs, wanted, files.decode), staged)
+            naming = [row for row in files.naming_problems if (row["cluster_id"] or "", row["topic"]) in wanted]
             if naming:
                 problems = staged["file_problems"]
                 with PartitionedParquetSink(
@@ -217,20 +224,22 @@ def ingest_partition_files(
                 ) as sink:
                     sink.write(pa.Table.from_pylist(naming, schema=to_arrow_schema(problems.schema)))
         for table, rows in dumped_partition_files(spark, plan, settings).items():
-            of_topics = ArrowPass.of(rows.where(F.col("topic").isin(topics)))
-            stage_pass(of_topics, staged[table].folder, staged[table].partition_by)
+            stage_pass(ArrowPass.of(rows.where(of_pairs(pairs))), staged[table].folder, staged[table].partition_by)
     return {table: store.count(table, replaced) for table in PARTITION_FILE_TABLES}
 
 
-def _of_topics(
-    topics: frozenset[str],
+def _of_pairs(
+    pairs: frozenset[tuple[str, str]],
     decode: Callable[[Iterator[pa.RecordBatch]], Iterator[tuple[str, pa.RecordBatch]]],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """Executor side: the rows `decode` makes of the files, those of `topics` only (a null topic is none)."""
-    wanted = pa.array(sorted(topics), pa.string())
+    """Executor side: the rows `decode` makes of the files, those of the (cluster, topic) `pairs` only (a null
+    topic is none; a null cluster the unknown one, "")."""
+    wanted = pa.array(sorted(f"{cluster}\x00{topic}" for cluster, topic in pairs), pa.string())
     for table, rows in decode(batches):
-        yield table, rows.filter(pc.fill_null(pc.is_in(rows.column("topic"), value_set=wanted), False))
+        cluster = pc.fill_null(rows.column("cluster_id"), "")
+        keys = pc.binary_join_element_wise(cluster, rows.column("topic"), "\x00")
+        yield table, rows.filter(pc.fill_null(pc.is_in(keys, value_set=wanted), False))
 
 
 def ingest_internal_topics(
@@ -239,15 +248,20 @@ def ingest_internal_topics(
     settings: Settings,
     plan: InputPlan,
     segments: SegmentPlan,
-    topics: list[str],
+    pairs: list[tuple[str, str]],
 ) -> dict[str, int]:
-    """Decode the records of the coordinator topics among `topics` into `transaction_log` and `offset_commits`.
+    """Decode the records of the coordinator topics among `pairs` into `transaction_log` and `offset_commits`.
 
-    A table is written only when its topic is among the ingested ones, so an ingest without it neither creates
-    nor empties it. Group metadata records of transactional batches are counted, not kept. `transaction_log` is
-    incremental like `batches` (`transaction_log_reads`); `offset_commits` holds few rows and is decoded whole.
+    A table is written only when its topic is among the ingested ones, and for the clusters ingested with it, so an
+    ingest without it neither creates nor empties it. Group metadata records of transactional batches are counted,
+    not kept. `transaction_log` is incremental like `batches` (`transaction_log_reads`); `offset_commits` holds few
+    rows and is decoded whole.
     """
-    ingested = [topic for topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC) if topic in topics]
+    of_topic = {
+        topic: [(cluster, topic) for cluster, of in pairs if of == topic]
+        for topic in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC)
+    }
+    ingested = [topic for topic, topic_pairs in of_topic.items() if topic_pairs]
     if not ingested:
         return {}
     to_decode, kept = transaction_log_reads(store, segments)
@@ -258,14 +272,14 @@ def ingest_internal_topics(
     counts: dict[str, int] = {}
     if TRANSACTION_STATE_TOPIC in ingested:
         partition_by = schemas.TRANSACTION_LOG_PARTITION_BY
-        replaced = {"topic": [TRANSACTION_STATE_TOPIC]}
+        replaced = cluster_topics(of_topic[TRANSACTION_STATE_TOPIC])
         with store.staged_partitions(
             "transaction_log", schemas.TRANSACTION_LOG, partition_by, replaced, kept
         ) as folder:
             for part in internal.transaction_log:
                 stage_pass(part, folder, partition_by, file_by="source_file")
-        counts["transaction_log"] = store.count("transaction_log", {"topic": [TRANSACTION_STATE_TOPIC]})
-        counts["transaction_log.partitions"] = _coordinator_partitions(store)
+        counts["transaction_log"] = store.count("transaction_log", replaced)
+        counts["transaction_log.partitions"] = _coordinator_partitions(store, replaced)
     if CONSUMER_OFFSETS_TOPIC in ingested:
         # Persisted because the rows are written and the group metadata among them counted.
         records = internal.offset_commit_records.persist(StorageLevel.MEMORY_AND_DISK)
@@ -275,12 +289,12 @@ def ingest_internal_topics(
                 offset_commits,
                 "offset_commits",
                 schemas.OFFSET_COMMITS_PARTITION_BY,
-                {"topic": [CONSUMER_OFFSETS_TOPIC]},
+                cluster_topics(of_topic[CONSUMER_OFFSETS_TOPIC]),
             )
             counts["offset_commits.skipped_group_metadata"] = group_metadata.count()
         finally:
             records.unpersist()
-        counts["offset_commits"] = store.count("offset_commits", {"topic": [CONSUMER_OFFSETS_TOPIC]})
+        counts["offset_commits"] = store.count("offset_commits", cluster_topics(of_topic[CONSUMER_OFFSETS_TOPIC]))
     log.info("decoded the coordinator-topic records of %s: %s", ", ".join(ingested), counts)
     return counts
 
@@ -296,26 +310,26 @@ def transaction_log_reads(store: TableStore, segments: SegmentPlan) -> tuple[lis
     """
     of_topic = [segment for segment in segments.segments if segment.topic == TRANSACTION_STATE_TOPIC]
     kept = [segment for segment in segments.kept if segment.topic == TRANSACTION_STATE_TOPIC]
-    written = files_by_source(store.path("transaction_log"), [TRANSACTION_STATE_TOPIC]) if kept else None
+    replaced = cluster_topics(pair_of(segment) for segment in kept)
+    written = files_by_source(store.path("transaction_log"), replaced) if kept else None
     if written is None:
         return of_topic, frozenset()
     to_decode = [segment for segment in segments.to_read if segment.topic == TRANSACTION_STATE_TOPIC]
     return to_decode, frozenset(path for segment in kept for path in written.get(segment.location, NO_FILES).paths)
 
 
-def _coordinator_partitions(store: TableStore) -> int:
+def _coordinator_partitions(store: TableStore, replaced: dict[str, list[str]]) -> int:
     """How many `__transaction_state` partitions the input held. A cluster has transaction.state.log.num.partitions
     of them (50 by default), and which one holds a transactional id is its hash modulo that number, which the log
     dirs do not record: with only some partitions read, the cross-checks cannot tell a missing id from an unread
     one, so the run says how many it read. The Delta log's statistics say it when each file holds one partition
     (the table is written one file per segment file); a Spark job counts otherwise."""
-    replaced = {"topic": [TRANSACTION_STATE_TOPIC]}
     partitions = logged_values(store.path("transaction_log"), "partition", replaced)
     if partitions is not None:
         read = len(partitions)
     else:
         transaction_log = store.read("transaction_log", schema=schemas.TRANSACTION_LOG)
-        read = transaction_log.where(F.col("topic") == TRANSACTION_STATE_TOPIC).select("partition").distinct().count()
+        read = transaction_log.where(F.expr(replace_where_predicate(replaced))).select("partition").distinct().count()
     log.info(
         "read %d %s partition(s); transactional ids of the partitions not read are unknown to the cross-checks",
         read,
@@ -324,6 +338,8 @@ def _coordinator_partitions(store: TableStore) -> int:
     return read
 
 
-def distinct_topics(batches: DataFrame) -> list[str]:
-    """The topic names of a frame: a short list, the only thing the steps collect besides aggregates."""
-    return sorted(row.topic for row in batches.select("topic").distinct().collect())
+def distinct_pairs(batches: DataFrame) -> list[tuple[str, str]]:
+    """The (cluster, topic) pairs of a frame, the unknown cluster as "": a short list, the only thing the steps
+    collect besides aggregates."""
+    pairs = batches.select(F.coalesce("cluster_id", F.lit("")).alias("cluster_id"), "topic").distinct().collect()
+    return sorted((row.cluster_id, row.topic) for row in pairs)

@@ -29,11 +29,11 @@ or one more job when it cannot say); no driver loop opens thousands of object-st
 A rewrite that keeps size, modification time and both end entries (an edit in the middle of a file followed by
 resetting its modification time) goes unnoticed; `--full` re-reads everything.
 
-`batches` is written as before, by replacing the partitions of the ingested topics, with the decoded rows plus
-the table's current rows of the skipped segments, so an incremental run leaves the rows a full one would. The
-skipped segments' rows stay in their files: `batches` holds one file per segment (`files_by_source`), so the
-commit that adds the decoded files removes every other file of those partitions but theirs, and their row counts
-come from the Delta log, not from a Spark job over the table. A table whose log does not say which segment each
+`batches` is written as before, by replacing the partitions of the ingested (cluster, topic) pairs, with the
+decoded rows plus the table's current rows of the skipped segments, so an incremental run leaves the rows a full
+one would. The skipped segments' rows stay in their files: `batches` holds one file per segment
+(`files_by_source`), so the commit that adds the decoded files removes every other file of those partitions but
+theirs, and their row counts come from the Delta log, not from a Spark job over the table. A table whose log does not say which segment each
 file holds has the rows kept read from it and written again; that is safe without persisting them first, since
 every file is written into a staging folder and committed after the jobs that read are done
 (`TableStore.staged_partitions`), and no commit deletes data files (only VACUUM does). The manifest is written
@@ -68,7 +68,7 @@ from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_by_source import SourceFiles, files_by_source
 from pipeline.tables.parquet_sink import stage_pass
 from pipeline.tables.snapshot_files import read_files
-from pipeline.tables.store import TableStore
+from pipeline.tables.store import TableStore, cluster_topics, of_pairs
 from schemas.batches import BATCHES, STATUS_LEGACY, STATUS_OK, STATUS_UNREADABLE
 from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
 
@@ -157,9 +157,25 @@ class SegmentPlan:
         return [segment for segment in self.segments if self.outcomes[segment.location] in (SKIPPED, APPENDED)]
 
     @property
-    def kept_topics(self) -> set[str]:
-        """Topics with rows of skipped segments: ingested topics even when nothing of them is decoded."""
-        return {segment.topic for segment in self.skipped if self.recorded[segment.location]["rows_ingested"]}
+    def kept_pairs(self) -> set[tuple[str, str]]:
+        """(cluster, topic) pairs with rows of skipped segments: ingested even when nothing of them is decoded."""
+        return {pair_of(segment) for segment in self.skipped if self.recorded[segment.location]["rows_ingested"]}
+
+    @property
+    def moved_pairs(self) -> set[tuple[str, str]]:
+        """(cluster, topic) pairs the manifest recorded listed segments in under another cluster (an upgraded
+        warehouse's rows in the unknown cluster "", a log dir whose meta.properties changed): replaced too, so that
+        the segments' earlier rows go with their decode into their cluster of now."""
+        return {
+            (row["cluster_id"], row["topic"])
+            for segment in self.segments
+            if (row := self.recorded.get(segment.location)) is not None and row["cluster_id"] != segment.cluster_id
+        }
+
+
+def pair_of(segment: SegmentFile) -> tuple[str, str]:
+    """The (cluster_id, topic) partition of `batches` a segment's rows are in."""
+    return segment.cluster_id, segment.topic
 
 
 def plan_segment_reads(spark: SparkSession, store: TableStore, settings: Settings, log_roots: Discovery) -> SegmentPlan:
@@ -172,7 +188,7 @@ def plan_segment_reads(spark: SparkSession, store: TableStore, settings: Setting
     outcomes, candidates = triage(segments, recorded, active, settings.ingest.incremental)
     if not candidates:
         return SegmentPlan(segments, outcomes, active, recorded)
-    sources = files_by_source(store.path("batches"), sorted({segment.topic for segment in candidates}))
+    sources = files_by_source(store.path("batches"), cluster_topics(pair_of(segment) for segment in candidates))
     unchanged = _unchanged_on_disk(spark, store, candidates, recorded, sources)
     for segment in candidates:
         if segment.location not in unchanged:
@@ -242,40 +258,51 @@ def kept_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan) -> D
     return _rows_of(spark, store.read("batches", schema=BATCHES), plan.kept)
 
 
-def decoded_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan, topics: list[str]) -> DataFrame:
-    """The `batches` rows of `topics` as written, at least those of the segments this run decoded: only theirs when
-    the log says which files hold them, so that the manifest does not read the rows of the skipped segments."""
+def decoded_batches(
+    spark: SparkSession, store: TableStore, plan: SegmentPlan, pairs: list[tuple[str, str]]
+) -> DataFrame:
+    """The `batches` rows of the (cluster, topic) `pairs` as written, at least those of the segments this run
+    decoded: only theirs when the log says which files hold them, so that the manifest does not read the rows of
+    the skipped segments."""
     location = store.path("batches")
-    written = files_by_source(location, topics)
+    written = files_by_source(location, cluster_topics(pairs))
     if written is None:
-        return store.read("batches", schema=BATCHES).where(F.col("topic").isin(topics))
+        return store.read("batches", schema=BATCHES).where(of_pairs(pairs))
     paths = [path for segment in plan.to_read for path in written.get(segment.location, NO_FILES).paths]
     return read_files(spark, location, paths, BATCHES)
 
 
 def write_manifest(
-    spark: SparkSession, store: TableStore, plan: SegmentPlan, ingested: DataFrame, topics: list[str], run_id: str
+    spark: SparkSession,
+    store: TableStore,
+    plan: SegmentPlan,
+    ingested: DataFrame,
+    pairs: list[tuple[str, str]],
+    run_id: str,
 ) -> dict[str, int]:
-    """Replace the manifest rows of `topics`: skipped segments keep theirs, decoded ones get new ones.
+    """Replace the manifest rows of the (cluster, topic) `pairs`: skipped segments keep theirs, decoded ones get
+    new ones.
 
-    Call it after `batches` is written; `ingested` holds the topics' `batches` rows as written (`decoded_batches`),
-    of which those of the decoded segments are described. Returns the number of segments of `topics` per outcome.
+    Call it after `batches` is written; `ingested` holds the pairs' `batches` rows as written (`decoded_batches`),
+    of which those of the decoded segments are described. Returns the number of segments of `pairs` per outcome.
     """
+    ingested_pairs = set(pairs)
     counts = dict.fromkeys(OUTCOMES, 0)
     for segment in plan.segments:
-        if segment.topic in topics:
+        if pair_of(segment) in ingested_pairs:
             counts[plan.outcomes[segment.location]] += 1
-    counts[REMOVED] = _removed(store, plan, topics)
+    counts[REMOVED] = _removed(store, plan, ingested_pairs)
     exists = store.exists(TABLE)
     if not plan.segments and not exists:
         return counts
-    if exists and not counts[REMOVED] and not any(segment.topic in topics for segment in plan.to_read):
-        return counts  # every row of the topics is a skipped segment's, which stays as it is: nothing to write
+    if exists and not counts[REMOVED] and not any(pair_of(segment) in ingested_pairs for segment in plan.to_read):
+        return counts  # every row of the pairs is a skipped segment's, which stays as it is: nothing to write
     kept = _rows_of(spark, store.read(TABLE, schema=INGEST_MANIFEST), plan.skipped)
-    rows = kept.unionByName(_decoded_rows(spark, plan, ingested, run_id)).where(F.col("topic").isin(topics))
+    rows = kept.unionByName(_decoded_rows(spark, plan, ingested, run_id)).where(of_pairs(pairs))
     # Written by the tasks and committed by delta-rs, like `batches`: a Delta writer's own jobs cost more than
     # making the rows (one per segment).
-    with store.staged_partitions(TABLE, INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY, {"topic": topics}) as folder:
+    replaced = cluster_topics(pairs)
+    with store.staged_partitions(TABLE, INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY, replaced) as folder:
         stage_pass(ArrowPass.of(rows), folder, INGEST_MANIFEST_PARTITION_BY)
     return counts
 
@@ -321,7 +348,8 @@ def _append_entry_hashes(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -
 
 
 def _recorded_rows(store: TableStore, topics: list[str]) -> dict[str, dict[str, Any]]:
-    """The manifest rows of `topics` by location: one small row per segment file, like the listing."""
+    """The manifest rows of `topics`, of every cluster, by location: one small row per segment file, like the
+    listing."""
     if not store.exists(TABLE):
         return {}
     rows = store.read(TABLE, schema=INGEST_MANIFEST).where(F.col("topic").isin(topics)).select(*_RECORDED)
@@ -346,7 +374,7 @@ def _unchanged_on_disk(
         held = {
             row.location: row.rows_held
             for row in store.read("batches", schema=BATCHES)
-            .where(F.col("topic").isin(sorted({segment.topic for segment in candidates})))
+            .where(of_pairs(pair_of(segment) for segment in candidates))
             .groupBy(F.col("source_file").alias("location"))
             .agg(F.count(F.lit(1)).alias("rows_held"))
             .collect()
@@ -365,7 +393,7 @@ def _unchanged_on_disk(
 def _rows_of(spark: SparkSession, table: DataFrame, segments: list[SegmentFile]) -> DataFrame:
     """The rows of a table (`batches` or the manifest) whose `source_file` is one of `segments`."""
     locations = spark.createDataFrame([(segment.location,) for segment in segments], _LOCATIONS)
-    return table.where(F.col("topic").isin(sorted({segment.topic for segment in segments}))).join(
+    return table.where(of_pairs(pair_of(segment) for segment in segments)).join(
         locations, F.col("source_file") == F.col("location"), "left_semi"
     )
 
@@ -421,13 +449,18 @@ def _decoded_rows(spark: SparkSession, plan: SegmentPlan, decoded: DataFrame, ru
     )
 
 
-def _removed(store: TableStore, plan: SegmentPlan, topics: list[str]) -> int:
-    """Manifest rows of `topics` whose file is not among the listed segments (their rows are not written back)."""
+def _removed(store: TableStore, plan: SegmentPlan, pairs: set[tuple[str, str]]) -> int:
+    """Manifest rows of the (cluster, topic) `pairs` whose file is not among the listed segments (their rows are not
+    written back)."""
     removed = sum(
-        1 for location, row in plan.recorded.items() if row["topic"] in topics and location not in plan.outcomes
+        1
+        for location, row in plan.recorded.items()
+        if (row["cluster_id"], row["topic"]) in pairs and location not in plan.outcomes
     )
-    # Topics that only dump or columnar inputs hold now: their manifest rows were not collected with the listing.
-    unlisted = sorted(set(topics) - {segment.topic for segment in plan.segments})
+    # Pairs of topics that only dump or columnar inputs hold now: their manifest rows were not collected with the
+    # listing, which holds every cluster's rows of the segments' topics.
+    listed = {segment.topic for segment in plan.segments}
+    unlisted = {(cluster, topic) for cluster, topic in pairs if topic not in listed}
     if unlisted and store.exists(TABLE):
-        removed += store.read(TABLE, schema=INGEST_MANIFEST).where(F.col("topic").isin(unlisted)).count()
+        removed += store.read(TABLE, schema=INGEST_MANIFEST).where(of_pairs(unlisted)).count()
     return removed

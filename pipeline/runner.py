@@ -1,8 +1,9 @@
 """The ingest, audit and report steps, and the `runs` row that records each command.
 
 Orchestration only: the data logic lives in pipeline.sources, pipeline.audit and pipeline.reports, and the
-ingest step in pipeline.ingest. Every table is written with overwrite_partitions by topic, so repeating a step on
-the same input replaces exactly the rows the previous attempt wrote and leaves other topics alone.
+ingest step in pipeline.ingest. Every table is written with overwrite_partitions by (cluster, topic) pair, so
+repeating a step on the same input replaces exactly the rows the previous attempt wrote and leaves other topics,
+and other clusters' rows of the same topics, alone.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pipeline.class_archive import JAVA_OPTIONS
 from pipeline.compilers import runs_optimising
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.ingest import distinct_topics, ingest_inputs
+from pipeline.ingest import distinct_pairs, ingest_inputs
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
 from pipeline.progress import timed
@@ -62,6 +63,7 @@ from pipeline.tables.publication import (
     RUNS_TABLE,
     STATUS_FAILED,
     STATUS_SUCCEEDED,
+    UPGRADE_COMMAND,
     WRITER_COMMANDS,
     PublishedRun,
     last_published,
@@ -72,7 +74,8 @@ from pipeline.tables.publication import (
     roll_back_unpublished,
     table_versions,
 )
-from pipeline.tables.store import TableStore
+from pipeline.tables.store import TableStore, cluster_topics, of_pairs
+from pipeline.tables.upgrade import LAYOUT_VERSION, outdated_tables, upgrade_tables
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +114,7 @@ class _RunRecord:
 
 
 def ingest(spark: SparkSession, store: TableStore, settings: Settings, run_id: str, inputs: list[str]) -> StepResult:
-    """Load the log roots into `batches`, replacing the rows of the topics they contain."""
+    """Load the log roots into `batches`, replacing the rows of the (cluster, topic) pairs they contain."""
     with _recorded(spark, store, settings, "ingest", run_id, inputs=inputs) as (_, result):
         result.counts.update(ingest_inputs(spark, store, settings, run_id, inputs))
     return result
@@ -253,16 +256,17 @@ def _audit(
     if not store.exists("batches"):
         raise InputError(store.path("batches"), "table not found; run `produce-audit ingest` first")
     batches = store.read("batches", schema=schemas.BATCHES)
-    topics = distinct_topics(batches)
-    if not topics:
+    pairs = distinct_pairs(batches)
+    if not pairs:
         raise InputError(store.path("batches"), "table is empty; nothing to audit")
+    audited_pairs = cluster_topics(pairs)
     side_files = {
-        table: store.read(table, schema=schema).where(F.col("topic").isin(topics))
+        table: store.read(table, schema=schema).where(of_pairs(pairs))
         for table, schema in AUDITED_FILE_TABLES.items()
         if store.exists(table) and (deep or table != "payloads")
     }
-    # Rows counted from the Delta log: a side table without any for the topics needs no frame plan of its own.
-    empty_tables = frozenset(table for table in side_files if store.count(table, {"topic": topics}) == 0)
+    # Rows counted from the Delta log: a side table without any for the pairs needs no frame plan of its own.
+    empty_tables = frozenset(table for table in side_files if store.count(table, audited_pairs) == 0)
     result.counts["deep"] = int(deep)
     java_options = store.spark.sparkContext.getConf().get(JAVA_OPTIONS, "")
     result.counts["plan.optimising_compiler"] = int(runs_optimising(java_options))
@@ -295,8 +299,10 @@ def _audit(
         def write_output(table: str, partition_by: list[str]) -> int:
             output = getattr(audited, table)
             stats.measure(output, table)
-            store.overwrite_partitions(output, table, partition_by, {"topic": topics})
-            return store.count(table, {"topic": topics})  # the topics' rows are this run's after the write
+            # The audit is of the whole of `batches`: a pair the table holds and `batches` no longer does goes too.
+            replaced = cluster_topics({*pairs, *store.pairs(table)})
+            store.overwrite_partitions(output, table, partition_by, replaced)
+            return store.count(table, replaced)  # the pairs' rows are this run's after the write
 
         result.counts.update(
             side_by_side(
@@ -312,7 +318,7 @@ def _audit(
     result.findings_by_severity = _findings_by_severity(store, run_id)
     log.info(
         "audited %d topic(s): %d finding(s) (%s)",
-        len(topics),
+        len({topic for _, topic in pairs}),
         result.counts["findings"],
         ", ".join(f"{severity} {count}" for severity, count in result.findings_by_severity.items()),
     )
@@ -457,6 +463,7 @@ def _recorded(
         rolled_back = roll_back_unpublished(store) + _sweep_kept_replay(store)
         if rolled_back:
             result.counts["rolled_back"] = len(rolled_back)
+        _upgrade(spark, store, settings, run_id)
     try:
         yield record, result
     except BaseException as error:
@@ -476,6 +483,17 @@ def _recorded(
     _append_run(spark, store, settings, record, STATUS_SUCCEEDED, counts, versions)
     if writes:
         _sweep_kept_replay(store)
+
+
+def _upgrade(spark: SparkSession, store: TableStore, settings: Settings, run_id: str) -> None:
+    """Upgrade a warehouse an older release wrote (pipeline.tables.upgrade), published as a run of its own."""
+    outdated = outdated_tables(store, list(PUBLISHED_TABLES))
+    if not outdated:
+        return
+    record = _RunRecord(f"{run_id}-upgrade", UPGRADE_COMMAND, datetime.now(UTC), None, None)
+    actions = upgrade_tables(store, outdated)
+    counts = {"upgraded_tables": len(actions), "layout_version": LAYOUT_VERSION}
+    _append_run(spark, store, settings, record, STATUS_SUCCEEDED, counts, table_versions(store))
 
 
 def _sweep_kept_replay(store: TableStore) -> list[str]:
@@ -507,6 +525,7 @@ def _append_run(
         json.dumps(settings.model_dump(mode="json"), sort_keys=True),
         __version__,
         None if versions is None else dict(versions),
+        None if versions is None else LAYOUT_VERSION,
     )
     store.append(spark.createDataFrame([row], schemas.RUNS), "runs")
 

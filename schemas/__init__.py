@@ -41,8 +41,31 @@ SCHEMAS = {
     "txn_index": TXN_INDEX,
 }
 
+# every table's partition columns by its name (`runs` is not partitioned)
+PARTITION_BY = {
+    "batches": BATCHES_PARTITION_BY,
+    "checkpoints": CHECKPOINTS_PARTITION_BY,
+    "file_problems": FILE_PROBLEMS_PARTITION_BY,
+    "findings": FINDINGS_PARTITION_BY,
+    "global_transactions": GLOBAL_TRANSACTIONS_PARTITION_BY,
+    "ingest_manifest": INGEST_MANIFEST_PARTITION_BY,
+    "leader_epochs": LEADER_EPOCHS_PARTITION_BY,
+    "offset_commits": OFFSET_COMMITS_PARTITION_BY,
+    "partition_metadata": PARTITION_METADATA_PARTITION_BY,
+    "partition_summary": PARTITION_SUMMARY_PARTITION_BY,
+    "payloads": PAYLOADS_PARTITION_BY,
+    "producer_snapshots": PRODUCER_SNAPSHOTS_PARTITION_BY,
+    "producer_state": PRODUCER_STATE_PARTITION_BY,
+    "read_committed": READ_COMMITTED_PARTITION_BY,
+    "runs": [],
+    "transaction_log": TRANSACTION_LOG_PARTITION_BY,
+    "transactions": TRANSACTIONS_PARTITION_BY,
+    "txn_index": TXN_INDEX_PARTITION_BY,
+}
+
 __all__ = [
     "SCHEMAS",
+    "PARTITION_BY",
     "BATCHES",
     "BATCHES_PARTITION_BY",
     "CHECKPOINTS",

@@ -58,7 +58,7 @@ BATCHES = T.StructType(
     ]
 )
 
-BATCHES_PARTITION_BY = ["topic"]
+BATCHES_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

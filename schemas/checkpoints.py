@@ -3,8 +3,8 @@
 `kind` is the file name. The audit needs `log-start-offset-checkpoint` (log start offset) and
 `replication-offset-checkpoint` (high watermark) to reproduce the LSO; the other two are kept for reference.
 A file the broker could not read gives rows with null topic, partition and offset and a `problem`.
-The table is partitioned by topic like the others, so re-ingesting a topic replaces its rows; rows without a
-topic (an unreadable file) are not kept in the table.
+The table is partitioned by (cluster, topic) like the others, so re-ingesting a topic replaces its rows; rows
+without a topic (an unreadable file) are not kept in the table.
 """
 
 from pyspark.sql import types as T
@@ -28,7 +28,7 @@ CHECKPOINTS = T.StructType(
     ]
 )
 
-CHECKPOINTS_PARTITION_BY = ["topic"]
+CHECKPOINTS_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

@@ -19,7 +19,7 @@ FILE_PROBLEMS = T.StructType(
     ]
 )
 
-FILE_PROBLEMS_PARTITION_BY = ["topic"]
+FILE_PROBLEMS_PARTITION_BY = ["cluster_id", "topic"]
 
 # problem kinds
 PROBLEM_FILE_NAME = "file_name"  # not a 20-digit offset with a known suffix

@@ -23,7 +23,7 @@ FINDINGS = T.StructType(
     ]
 )
 
-FINDINGS_PARTITION_BY = ["topic"]
+FINDINGS_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

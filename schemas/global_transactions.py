@@ -44,7 +44,7 @@ GLOBAL_TRANSACTIONS = T.StructType(
     ]
 )
 
-GLOBAL_TRANSACTIONS_PARTITION_BY = ["topic"]
+GLOBAL_TRANSACTIONS_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

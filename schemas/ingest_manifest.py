@@ -4,7 +4,7 @@ The row describes the file as the ingest that decoded it saw it: size and modifi
 and the hashes of its first and last entries, which change when a broker rewrites the file in place with the
 same size (log cleaner, recovery). `pipeline.ingest_manifest` says how a run uses them. A hash is null when the
 file could not be read completely; such a segment is read again by the next run.
-Partitioned by topic like `batches`, and always replaced together with it.
+Partitioned by (cluster, topic) like `batches`, and always replaced together with it.
 """
 
 from pyspark.sql import types as T
@@ -30,7 +30,7 @@ INGEST_MANIFEST = T.StructType(
     ]
 )
 
-INGEST_MANIFEST_PARTITION_BY = ["topic"]
+INGEST_MANIFEST_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

@@ -21,7 +21,7 @@ LEADER_EPOCHS = T.StructType(
     ]
 )
 
-LEADER_EPOCHS_PARTITION_BY = ["topic"]
+LEADER_EPOCHS_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

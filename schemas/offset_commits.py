@@ -43,7 +43,7 @@ OFFSET_COMMITS = T.StructType(
     ]
 )
 
-OFFSET_COMMITS_PARTITION_BY = ["topic"]
+OFFSET_COMMITS_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

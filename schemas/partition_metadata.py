@@ -19,7 +19,7 @@ PARTITION_METADATA = T.StructType(
     ]
 )
 
-PARTITION_METADATA_PARTITION_BY = ["topic"]
+PARTITION_METADATA_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

@@ -35,7 +35,7 @@ PARTITION_SUMMARY = T.StructType(
     ]
 )
 
-PARTITION_SUMMARY_PARTITION_BY = ["topic"]
+PARTITION_SUMMARY_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

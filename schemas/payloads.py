@@ -25,7 +25,7 @@ PAYLOADS = T.StructType(
     ]
 )
 
-PAYLOADS_PARTITION_BY = ["topic"]
+PAYLOADS_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

@@ -41,7 +41,7 @@ PRODUCER_SNAPSHOTS = T.StructType(
     ]
 )
 
-PRODUCER_SNAPSHOTS_PARTITION_BY = ["topic"]
+PRODUCER_SNAPSHOTS_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

@@ -44,7 +44,7 @@ READ_COMMITTED = T.StructType(
     ]
 )
 
-READ_COMMITTED_PARTITION_BY = ["topic"]
+READ_COMMITTED_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

@@ -17,13 +17,15 @@ RUNS = T.StructType(
         T.StructField("tool_version", T.StringType(), True),
         # a successful writer's publication: the version of every table as the run left it
         T.StructField("table_versions", T.MapType(T.StringType(), T.LongType()), True),
+        # the warehouse layout a successful writer left (pipeline.tables.upgrade)
+        T.StructField("layout_version", T.IntegerType(), True),
     ]
 )
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {
     "run_id": "the run id (UTC start time plus a random suffix)",
-    "command": "run, ingest, audit, report, vacuum, ...",
+    "command": "run, ingest, audit, report, vacuum, upgrade, ...",
     "started_at": "start time",
     "finished_at": "end time; null while running or after a kill",
     "status": "`succeeded` or `failed`",
@@ -34,4 +36,6 @@ COLUMN_MEANINGS = {
     "config_json": "effective configuration",
     "tool_version": "produce-audit version",
     "table_versions": "version of every table as a successful writing run left it (what readers follow)",
+    "layout_version": "warehouse layout a successful writer left: 2, tables partitioned by cluster_id then topic; "
+    "null before it was recorded (1, by topic only)",
 }

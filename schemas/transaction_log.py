@@ -86,7 +86,7 @@ TRANSACTION_LOG = T.StructType(
     ]
 )
 
-TRANSACTION_LOG_PARTITION_BY = ["topic"]
+TRANSACTION_LOG_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

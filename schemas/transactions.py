@@ -57,7 +57,7 @@ TRANSACTIONS = T.StructType(
     ]
 )
 
-TRANSACTIONS_PARTITION_BY = ["topic"]
+TRANSACTIONS_PARTITION_BY = ["cluster_id", "topic"]
 
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {

@@ -1,11 +1,18 @@
 """Partitions are told apart by (cluster, topic, partition): log dirs of two clusters that share broker ids and
-topic names are audited side by side, never as copies of one partition; within one cluster copies still compare."""
+topic names are audited side by side, never as copies of one partition; within one cluster copies still compare.
+In one warehouse a run replaces the (cluster, topic) pairs it audited only, and a warehouse an older release wrote
+(partitioned by topic, findings without `cluster_id`) is upgraded without any finding reading as new."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
 from logbuilder import PartitionLog
 
 from pipeline.audit.engine import run_audit
@@ -17,6 +24,9 @@ from pipeline.reports.summary import render_text
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources.input_plan import plan_inputs
 from pipeline.sources.log_roots import discover_segments
+from pipeline.tables.publication import PUBLISHED_TABLES
+from pipeline.tables.upgrade import LAYOUT_VERSION
+from schemas import PARTITION_BY
 from schemas.batches import BATCHES
 
 DIVERGING = "diverging"  # one partition held by brokers 0 and 1, whose copies differ at offset 1
@@ -64,16 +74,25 @@ def _audit(spark, scratch, batches, name: str):
     return findings, summary
 
 
+CLI = Path(sys.executable).parent / "produce-audit"
+COUNTED = ("batches", "findings", "transactions")  # the tables a user counts per cluster
+
+
 @pytest.fixture(scope="module")
-def two_clusters(spark, scratch, tmp_path_factory):
-    """Two generated clusters (one broker 0 each, the same topics, different cluster ids) read from their log dirs
-    in one ingest, beside two clusters' diverging copies; audited together."""
+def cluster_roots(tmp_path_factory) -> list[Path]:
+    """Two generated clusters, seeds 1 and 2: one broker 0 each, the same topics, different cluster ids."""
     base = tmp_path_factory.mktemp("clusters")
     roots = [base / f"cluster-{seed}" for seed in (1, 2)]
     for seed, root in enumerate(roots, start=1):
-        write_log_root(
-            GenerateOptions(root, batches=60, partitions=2, producers=3, brokers=1, seed=seed, anomaly_rate=0)
-        )
+        write_log_root(GenerateOptions(root, batches=1500, partitions=2, producers=3, brokers=1, seed=seed))
+    return roots
+
+
+@pytest.fixture(scope="module")
+def two_clusters(spark, scratch, cluster_roots):
+    """The two clusters read from their log dirs in one ingest, beside two clusters' diverging copies; audited
+    together."""
+    roots = cluster_roots
     settings = Settings()
     batches = read_inputs(spark, plan_inputs(spark, [str(root) for root in roots], settings.ingest), settings)
     files = batches.select("source_file", "cluster_id").distinct().collect()
@@ -151,3 +170,95 @@ def test_the_report_names_the_cluster_only_when_the_run_audited_several():
     assert place(row, clusters=2) == "orders-1 @0 in cluster east"
     assert place({**row, "cluster_id": ""}, clusters=2) == "orders-1 @0 in an unknown cluster"
     assert place(row) == "orders-1 @0"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    completed = subprocess.run(
+        [str(CLI), *args], capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+    )
+    assert completed.returncode in (0, 1), completed.stderr[-3000:]
+    return completed
+
+
+def _per_cluster(warehouse: Path) -> dict[str, Counter]:
+    """Rows per cluster of the counted tables, as a user counts them."""
+    tables = {table: DeltaTable(str(warehouse / table)).to_pyarrow_table(columns=["cluster_id"]) for table in COUNTED}
+    return {table: Counter(rows["cluster_id"].to_pylist()) for table, rows in tables.items()}
+
+
+def _files_of(warehouse: Path, cluster: str) -> set[str]:
+    actions = pa.table(DeltaTable(str(warehouse / "batches")).get_add_actions(flatten=True))
+    clusters = actions["partition.cluster_id"].to_pylist()
+    return {path for path, of in zip(actions["path"].to_pylist(), clusters, strict=True) if of == cluster}
+
+
+def _last_run(warehouse: Path) -> dict:
+    runs = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()
+    return max(runs, key=lambda run: run["finished_at"])
+
+
+def _as_the_release_before(warehouse: Path) -> None:
+    """Rewrite the warehouse as the release before wrote it: every table partitioned by topic only, `runs` without
+    `layout_version`, the last run publishing these tables; `ingest_manifest` without `cluster_id`, as older
+    releases wrote it."""
+    versions = {}
+    for table in PUBLISHED_TABLES:
+        location = str(warehouse / table)
+        if not DeltaTable.is_deltatable(location):
+            continue
+        rows = DeltaTable(location).to_pyarrow_table()
+        if table == "ingest_manifest":
+            rows = rows.drop_columns(["cluster_id"])
+        write_deltalake(location, rows, mode="overwrite", schema_mode="overwrite", partition_by=["topic"])
+        versions[table] = DeltaTable(location).version()
+    runs = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().drop_columns(["layout_version"])
+    last = max(range(runs.num_rows), key=lambda index: runs["finished_at"][index].as_py())
+    published = runs["table_versions"].to_pylist()
+    published[last] = list(versions.items())
+    index = runs.schema.get_field_index("table_versions")
+    runs = runs.set_column(index, "table_versions", pa.array(published, runs["table_versions"].type))
+    write_deltalake(str(warehouse / "runs"), runs, mode="overwrite", schema_mode="overwrite")
+
+
+def test_two_clusters_in_one_warehouse_keep_both_and_an_old_warehouse_is_upgraded(cluster_roots, tmp_path):
+    """Cluster A, then cluster B (the same topics) into one warehouse through the installed command with the
+    shipped defaults: B's run leaves A's rows, and A's rerun replaces A's rows only, B's files untouched. Then the
+    warehouse is rewritten as the release before left it; the next run upgrades it in place, publishes the
+    upgrade, and compares equal with the run before it: no finding reads as new."""
+    warehouse = tmp_path / "warehouse"
+    first, second = (str(root) for root in cluster_roots)
+    run = ("run", "--warehouse", str(warehouse), "--input")
+
+    _cli(*run, first)
+    after_a = _per_cluster(warehouse)
+    (a,) = after_a["batches"]
+    assert after_a["batches"][a] > 0 and after_a["findings"][a] > 0 and after_a["transactions"][a] > 0
+    _cli(*run, second)
+    after_b = _per_cluster(warehouse)
+    (b,) = set(after_b["batches"]) - {a}
+    assert all(after_b[table][a] == after_a[table][a] and after_b[table][b] > 0 for table in COUNTED), after_b
+    b_files = _files_of(warehouse, b)
+    _cli(*run, first)
+    assert _per_cluster(warehouse) == after_b
+    assert _files_of(warehouse, b) == b_files
+    before_upgrade = _last_run(warehouse)["run_id"]
+
+    _as_the_release_before(warehouse)
+    _cli(*run, first)
+    assert _per_cluster(warehouse) == after_b
+    # A's segments, recorded in the unknown cluster "" the upgrade filled in, are decoded again into A, and the
+    # manifest's rows in "" go with them (B's too: B's next run decodes its segments again).
+    manifest = DeltaTable(str(warehouse / "ingest_manifest")).to_pyarrow_table(columns=["cluster_id"])
+    assert set(manifest["cluster_id"].to_pylist()) == {a}
+    runs = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()
+    upgrade = [row for row in runs if row["command"] == "upgrade"]
+    assert [(row["status"], row["layout_version"]) for row in upgrade] == [("succeeded", LAYOUT_VERSION)]
+    assert _last_run(warehouse)["layout_version"] == LAYOUT_VERSION
+    for table in PUBLISHED_TABLES:
+        if DeltaTable.is_deltatable(str(warehouse / table)):
+            assert DeltaTable(str(warehouse / table)).metadata().partition_columns == PARTITION_BY[table], table
+    compared = subprocess.run(
+        [str(CLI), "compare", "--actual", str(warehouse), "--baseline-run", before_upgrade],
+        capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert compared.stdout.startswith("findings: equal"), compared.stdout + compared.stderr[-3000:]

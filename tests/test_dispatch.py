@@ -13,6 +13,8 @@ from pyarrow import fs as pafs
 from pyspark.sql import Row
 from pyspark.testing import assertDataFrameEqual
 
+from pipeline.arguments import build_parser
+from pipeline.cli import settings_for
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.runner import ingest
@@ -216,3 +218,19 @@ def test_snapshot_and_txn_index_dumps_reach_their_tables(spark, tmp_path: Path):
     assert files.leader_epochs.count() == files.checkpoints.count() == files.file_problems.count() == 0
     columnar = write(tmp_path / "c.jsonl", json.dumps(COLUMNAR_ROW))
     assert read_partition_inputs(spark, plan_inputs(spark, [str(columnar)], Settings().ingest), Settings()) is None
+
+
+def test_each_input_given_with_its_cluster_reads_as_that_clusters(spark, tmp_path: Path):
+    """Dump text and columnar exports name no cluster: `--cluster-input ID LOGROOT` gives each input its own,
+    whatever its path holds (`=`, a scheme), and the others get `--cluster-id`."""
+    east = write(tmp_path / "east=1" / "orders.txt", DUMP)
+    west = write(tmp_path / "west" / "orders.txt", DUMP)
+    export = write(tmp_path / "exports" / "payments.json", json.dumps(COLUMNAR_ROW) + "\n")
+    argv = ["ingest", "--cluster-id", "other", "--cluster-input", "east", str(east.parent), "--input", str(export)]
+    args = build_parser().parse_args([*argv, "--cluster-input", "west", f"file://{west}"])
+    settings = settings_for(args)
+    assert args.inputs == [str(east.parent), str(export), f"file://{west}"]
+
+    rows = read_inputs(spark, plan_inputs(spark, args.inputs, settings.ingest), settings)
+    clusters = {(row.cluster_id, row.topic, *row.source_file.split("/")[-2:-1]) for row in rows.collect()}
+    assert clusters == {("east", "orders", "east=1"), ("west", "orders", "west"), ("other", "payments")}

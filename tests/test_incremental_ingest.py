@@ -31,10 +31,11 @@ from pipeline.sources.segments import SegmentFile, read_segments
 from pipeline.tables.files_by_source import files_by_source
 from pipeline.tables.publication import STATUS_SUCCEEDED, table_versions
 from pipeline.tables.store import TableStore
-from schemas.batches import BATCHES
+from pipeline.tables.upgrade import LAYOUT_VERSION
+from schemas.batches import BATCHES, BATCHES_PARTITION_BY
 from schemas.ingest_manifest import INGEST_MANIFEST
 from schemas.runs import RUNS
-from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_STATE_TOPIC
+from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_LOG_PARTITION_BY, TRANSACTION_STATE_TOPIC
 
 BATCHES_PER_SEGMENT = 2
 RECORDS_PER_BATCH = 2
@@ -120,11 +121,11 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
 
     # The same log dir again, without the other one: nothing changed, nothing is decoded, and the segments' files
     # stay in the table as they were.
-    files_before = files_by_source(store.path("batches"), ["orders"])
+    files_before = files_by_source(store.path("batches"), {"topic": ["orders"]})
     manifest_version = store.version("ingest_manifest")
     assert ingest("run-2", [orders]) == outcomes(skipped=5)
     assert topic_rows(store, "batches", BATCHES, "orders") == first
-    assert files_by_source(store.path("batches"), ["orders"]) == files_before
+    assert files_by_source(store.path("batches"), {"topic": ["orders"]}) == files_before
     assert store.version("ingest_manifest") == manifest_version  # the same rows: not written again
     assert set(run_ids().values()) == {"run-1"}
 
@@ -142,7 +143,8 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     assert ingest("run-3", [orders]) == outcomes(appended=1, replaced=1, skipped=2, removed=1)
     latest = assert_batches_are_a_fresh_decode()
     # The grown segment kept the file of the rows decoded before and got one for the entry appended to it.
-    grown = files_by_source(store.path("batches"), ["orders"])[str(broker / "orders-0" / segment_file_name(12))]
+    grown_segment = str(broker / "orders-0" / segment_file_name(12))
+    grown = files_by_source(store.path("batches"), {"topic": ["orders"]})[grown_segment]
     assert set(files_before[str(broker / "orders-0" / segment_file_name(12))].paths) < set(grown.paths)
     assert grown.rows == BATCHES_PER_SEGMENT + 1
     assert len(latest) == len(first) - BATCHES_PER_SEGMENT + 1
@@ -160,8 +162,8 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     # Written in one file, the log no longer says which file holds which segment: the kept rows, those of the
     # segment appended to among them, are read and written again.
     truncated = store.read("batches", schema=BATCHES).where(f"topic = 'orders' AND source_file != '{skipped_file}'")
-    store.overwrite_partitions(truncated.coalesce(1), "batches", ["topic"], {"topic": ["orders"]})
-    assert files_by_source(store.path("batches"), ["orders"]) is None
+    store.overwrite_partitions(truncated.coalesce(1), "batches", BATCHES_PARTITION_BY, {"topic": ["orders"]})
+    assert files_by_source(store.path("batches"), {"topic": ["orders"]}) is None
     publish_as_a_run(spark, store, "edit")  # published, so the next run keeps it instead of rolling it back
     with open(broker / "orders-0" / segment_file_name(12), "ab") as active_segment:
         active_segment.write(segment_bytes(18, batches=1))
@@ -215,7 +217,7 @@ def publish_as_a_run(spark, store: TableStore, run_id: str) -> None:
     row = Row(
         run_id=run_id, command="ingest", started_at=now, finished_at=now, status=STATUS_SUCCEEDED, inputs=None,
         reference_time_ms=None, delta_backend=store.backend_name, counts={}, config_json=None, tool_version=None,
-        table_versions=table_versions(store),
+        table_versions=table_versions(store), layout_version=LAYOUT_VERSION,
     )  # fmt: skip
     store.append(spark.createDataFrame([tuple(row[name] for name in RUNS.fieldNames())], RUNS), "runs")
 
@@ -371,7 +373,7 @@ def test_transaction_log_keeps_the_files_of_skipped_segments(spark, tmp_path):
         return rows(fresh.read("transaction_log", schema=TRANSACTION_LOG))
 
     assert ingest("run-1").counts["transaction_log.partitions"] == 2
-    first = files_by_source(location, [TRANSACTION_STATE_TOPIC])
+    first = files_by_source(location, {"topic": [TRANSACTION_STATE_TOPIC]})
     assert len(first) == 3
 
     # The broker appends to one active segment: the files of the other segments stay, the grown one keeps its file
@@ -383,7 +385,7 @@ def test_transaction_log_keeps_the_files_of_skipped_segments(spark, tmp_path):
     assert segment_counts(result) == outcomes(appended=1, skipped=2)
     assert result.counts["transaction_log"] == 2 * BATCHES_PER_SEGMENT + BATCHES_PER_SEGMENT + 1
     assert result.counts["transaction_log.partitions"] == 2
-    latest = files_by_source(location, [TRANSACTION_STATE_TOPIC])
+    latest = files_by_source(location, {"topic": [TRANSACTION_STATE_TOPIC]})
     assert {name: files for name, files in latest.items() if name != grown} == {
         name: files for name, files in first.items() if name != grown
     }
@@ -392,9 +394,10 @@ def test_transaction_log_keeps_the_files_of_skipped_segments(spark, tmp_path):
 
     # A table whose files do not say which segment they hold is decoded whole, into one file per segment again.
     table = store.read("transaction_log", schema=TRANSACTION_LOG)
-    store.overwrite_partitions(table.coalesce(1), "transaction_log", ["topic"], {"topic": [TRANSACTION_STATE_TOPIC]})
-    assert files_by_source(location, [TRANSACTION_STATE_TOPIC]) is None
+    replaced = {"topic": [TRANSACTION_STATE_TOPIC]}
+    store.overwrite_partitions(table.coalesce(1), "transaction_log", TRANSACTION_LOG_PARTITION_BY, replaced)
+    assert files_by_source(location, {"topic": [TRANSACTION_STATE_TOPIC]}) is None
     publish_as_a_run(spark, store, "edit")
     assert segment_counts(ingest("run-3")) == outcomes(skipped=3)
-    assert set(files_by_source(location, [TRANSACTION_STATE_TOPIC])) == set(first)
+    assert set(files_by_source(location, {"topic": [TRANSACTION_STATE_TOPIC]})) == set(first)
     assert rows(store.read("transaction_log", schema=TRANSACTION_LOG)) == fresh_decode("full-2")

@@ -27,6 +27,7 @@ from pipeline.tables.backend import (
     PartitionOverwriteError,
     TableNotFoundError,
     TableSchemaError,
+    check_replaced_partitions,
     replace_where_predicate,
 )
 from pipeline.tables.parquet_sink import stage_pass
@@ -134,13 +135,24 @@ def test_backend_selection_follows_delta_class_loading():
 
 
 def test_replace_where_predicate_quotes_names_and_values():
-    predicate = replace_where_predicate({"topic": ["orders.v1", "it's\\"], "partition": [0, 1]})
-    assert predicate == "`topic` IN ('orders.v1', 'it\\'s\\\\') AND `partition` IN (0, 1)"
+    predicate = replace_where_predicate({"topic": ["orders.v1", "it's\\"]})
+    assert predicate == "`topic` IN ('orders.v1', 'it\\'s\\\\')"
     assert replace_where_predicate({"day": [date(2024, 5, 1)], "ok": [True]}) == (
         "`day` IN (DATE '2024-05-01') AND `ok` IN (true)"
     )
     with pytest.raises(TypeError):
         replace_where_predicate({"topic": [None]})
+
+
+def test_replace_where_predicate_selects_pairs_not_their_cross_product():
+    pairs = {"cluster_id": ["a", "a", "b", ""], "topic": ["x", "y", "x", "x"]}
+
+    assert replace_where_predicate(pairs) == (
+        "(`cluster_id` IN ('a') AND `topic` IN ('x', 'y')) OR (`cluster_id` IN ('b') AND `topic` IN ('x')) "
+        "OR ((`cluster_id` IN ('') OR `cluster_id` IS NULL) AND `topic` IN ('x'))"
+    )
+    with pytest.raises(ValueError, match="one value per replaced partition"):
+        check_replaced_partitions(["cluster_id", "topic"], {"cluster_id": ["a"], "topic": ["x", "y"]})
 
 
 def test_append_round_trip_types_partition_columns(spark, store):
@@ -196,6 +208,28 @@ def test_overwrite_partitions_replaces_only_named_partitions_and_is_idempotent(s
     assert as_tuples(store.read("batches", SCHEMA)) == expected
     predicate = store.history("batches")[0]["parameters"]["predicate"]
     assert all(topic in predicate for topic in TOPICS[:2]) and TOPICS[2] not in predicate
+
+
+def test_overwrite_partitions_replaces_pairs_of_values_never_their_cross_product(spark, store):
+    """(orders.v1, 0) and (payments-eu_2, 1) are replaced; (orders.v1, 1) and (payments-eu_2, 0) stay, on both
+    paths: a Spark write, and files staged by the tasks."""
+    store.overwrite_partitions(frame(spark, TOPICS[:2]), "batches", PARTITION_BY, {"topic": TOPICS[:2]})
+    pairs = {"topic": TOPICS[:2], "partition": [0, 1]}
+    replacement = frame(spark, TOPICS[:2], base_offset=100).where(
+        ((F.col("topic") == TOPICS[0]) & (F.col("partition") == 0))
+        | ((F.col("topic") == TOPICS[1]) & (F.col("partition") == 1))
+    )
+    kept = [row for row in rows(TOPICS[:2]) if (row[0], row[1]) in ((TOPICS[0], 1), (TOPICS[1], 0))]
+    replaced = [row for row in rows(TOPICS[:2], 100) if (row[0], row[1]) in ((TOPICS[0], 0), (TOPICS[1], 1))]
+
+    store.overwrite_partitions(replacement, "batches", PARTITION_BY, pairs)
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(kept + replaced)
+    assert store.count("batches", pairs) == 2
+    with store.staged_partitions("batches", SCHEMA, PARTITION_BY, pairs) as folder:
+        stage_pass(ArrowPass.of(replacement.withColumn("base_offset", F.lit(7).cast("long"))), folder, PARTITION_BY)
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(kept + [(*row[:2], 7, *row[3:]) for row in replaced])
+    with pytest.raises(PartitionOverwriteError):
+        store.overwrite_partitions(frame(spark, TOPICS[:1]), "batches", PARTITION_BY, pairs)
 
 
 def test_staged_partitions_replace_like_overwrite_partitions(spark, store):
@@ -272,7 +306,7 @@ def test_count_reads_the_log_and_agrees_with_spark(spark, store):
         "all": store.count("batches"),
         "one": store.count("batches", {"topic": TOPICS[1:2]}),
         "escaped": store.count("batches", {"topic": TOPICS[2:]}),
-        "two partitions": store.count("batches", {"topic": TOPICS, "partition": [1]}),
+        "two partitions": store.count("batches", {"topic": TOPICS, "partition": [1, 1, 1]}),
         "none": store.count("batches", {"topic": ["absent"]}),
     }
 

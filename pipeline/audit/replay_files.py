@@ -40,7 +40,7 @@ from pipeline.audit.scratch import Scratch
 from pipeline.audit.snapshot_states import ReplayUnit
 from pipeline.config import AuditSettings
 from pipeline.sources.filesystems import resolve, shipped
-from pipeline.tables.files_per_partition import FileGroup
+from pipeline.tables.files_per_partition import FileGroup, cluster_of
 from schemas.batches import BATCHES, BATCHES_PARTITION_BY, STATUS_OK, STATUS_TRUNCATED
 
 if TYPE_CHECKING:
@@ -278,8 +278,10 @@ def replay_files(
 
         def read(paths: Iterable[str]) -> Iterator[pa.RecordBatch]:
             for path in paths:
+                cluster = cluster_of(path)
                 for batch in _read_file(path):
-                    yield from _input_rows(batch, plan.topic, kind, facts, versions, input_schema).to_batches()
+                    rows = _input_rows(batch, cluster, plan.topic, kind, facts, versions, input_schema)
+                    yield from rows.to_batches()
 
         return read
 
@@ -363,6 +365,7 @@ def _read_folder(path: str) -> pa.Table:
 
 def _input_rows(
     batch: pa.RecordBatch,
+    cluster: str,
     topic: str,
     topic_kinds: tuple[bool, bool],
     facts: pa.Table,
@@ -372,14 +375,12 @@ def _input_rows(
     """The rows of the audited replica in `batch`, with the columns `replay_input` adds, in its order."""
     rows = pa.Table.from_batches([batch])
     count = rows.num_rows
+    rows = rows.append_column("cluster_id", _repeated(pa.scalar(cluster), count))
     rows = rows.append_column("topic", _repeated(pa.scalar(topic), count))
     rows = rows.set_column(
         rows.schema.get_field_index("broker_id"),
         "broker_id",
         pc.coalesce(rows["broker_id"], pa.scalar(-1, pa.int32())),
-    )
-    rows = rows.set_column(
-        rows.schema.get_field_index("cluster_id"), "cluster_id", pc.coalesce(rows["cluster_id"], pa.scalar(""))
     )
     rows = rows.join(facts, keys=REPLICA, join_type="inner")
     count = rows.num_rows

@@ -2,11 +2,13 @@
 
 Each reader gets its inputs from the run's input plan (`input_plan.plan_inputs`), so nothing is listed or
 classified here. Rows of log dirs carry the cluster their listing gave them; rows of inputs that name no cluster
-(dump text, a columnar export without a `cluster_id`) get `ingest.cluster_id` here.
+(dump text, a columnar export without a `cluster_id`) get their input's here (`InputPlan.clusters`: the cluster
+the input was given with, else `ingest.cluster_id`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -49,21 +51,28 @@ def read_inputs(
         to_decode = plan.log_roots.segments if segments is None else segments
         frames.append(read_segments(spark, plan.segment_roots, settings, to_decode))
     if plan.dump_files:
-        frames.append(in_cluster(read_dumplog(spark, plan.dump_files, settings), settings))
+        frames.append(of_clusters(plan, plan.dump_files, lambda files: read_dumplog(spark, files, settings)))
     if plan.columnar_paths:
-        frames.append(in_cluster(read_columnar(spark, plan.columnar_paths), settings))
+        frames.append(of_clusters(plan, plan.columnar_paths, lambda paths: read_columnar(spark, paths)))
     if not frames:
         raise InputError("(none)", f"no input given; {ACCEPTED}")
     return reduce(DataFrame.unionByName, frames)
 
 
-def in_cluster(rows: DataFrame, settings: Settings) -> DataFrame:
-    """`rows` with `cluster_id` set to `ingest.cluster_id` where the input named no cluster; the column stays
-    nullable, as in the table schemas (a coalesce would make it not)."""
+def of_clusters(plan: InputPlan, paths: list[str], read: Callable[[list[str]], DataFrame]) -> DataFrame:
+    """The rows `read` makes of the `paths` of each cluster (`InputPlan.clusters`), as one DataFrame, with
+    `cluster_id` set to that cluster where the input named none."""
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        groups.setdefault(plan.clusters.get(path, ""), []).append(path)
+    return reduce(DataFrame.unionByName, (in_cluster(read(files), cluster) for cluster, files in groups.items()))
+
+
+def in_cluster(rows: DataFrame, cluster: str) -> DataFrame:
+    """`rows` with `cluster_id` set to `cluster` where the input named none; the column stays nullable, as in
+    the table schemas (a coalesce would make it not)."""
     cluster_id = F.col("cluster_id")
-    return rows.withColumn(
-        "cluster_id", F.when(cluster_id.isNull(), F.lit(settings.ingest.cluster_id)).otherwise(cluster_id)
-    )
+    return rows.withColumn("cluster_id", F.when(cluster_id.isNull(), F.lit(cluster)).otherwise(cluster_id))
 
 
 def read_partition_inputs(spark: SparkSession, plan: InputPlan, settings: Settings) -> PartitionFiles | None:
@@ -90,9 +99,11 @@ def dumped_partition_files(spark: SparkSession, plan: InputPlan, settings: Setti
 
     skip = settings.ingest.skip_dir_suffixes
     return {
-        "txn_index": in_cluster(txn_index_from_dumplog(read_dumplog_txn_index(spark, plan.dump_files, skip)), settings),
-        "producer_snapshots": in_cluster(
-            snapshots_from_dumplog(read_dumplog_snapshots(spark, plan.dump_files, skip)), settings
+        "txn_index": of_clusters(
+            plan, plan.dump_files, lambda files: txn_index_from_dumplog(read_dumplog_txn_index(spark, files, skip))
+        ),
+        "producer_snapshots": of_clusters(
+            plan, plan.dump_files, lambda files: snapshots_from_dumplog(read_dumplog_snapshots(spark, files, skip))
         ),
     }
 
@@ -124,10 +135,10 @@ def read_internal_topic_inputs(
         transaction_logs.append(transaction_log or ArrowPass.of(spark.createDataFrame([], TRANSACTION_LOG)))
         offset_commit_records.append(records.frame() if records else spark.createDataFrame([], OFFSET_COMMITS))
     if plan.dump_files:
-        dumped = in_cluster(read_dumplog_transaction_log(spark, plan.dump_files, settings), settings)
+        dumped = of_clusters(plan, plan.dump_files, lambda files: read_dumplog_transaction_log(spark, files, settings))
         transaction_logs.append(ArrowPass.of(dumped))
         offset_commit_records.append(
-            in_cluster(read_dumplog_offset_commit_records(spark, plan.dump_files, settings), settings)
+            of_clusters(plan, plan.dump_files, lambda files: read_dumplog_offset_commit_records(spark, files, settings))
         )
     if not transaction_logs:
         return None

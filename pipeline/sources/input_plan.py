@@ -11,7 +11,7 @@ holds file names, sizes and modification times; no file content is read here but
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 import pyarrow as pa
@@ -50,6 +50,12 @@ class InputPlan:
     dump_files: list[str] = field(default_factory=list)
     columnar_paths: list[str] = field(default_factory=list)
     dump_bytes: int = 0
+    # The cluster of each dump file and columnar path: its input's (`IngestSettings.cluster_of`).
+    clusters: dict[str, str] = field(default_factory=dict)
+
+    def without_log_dirs(self) -> InputPlan:
+        """The dump and columnar inputs only."""
+        return replace(self, log_roots=Discovery([], [], []))
 
     @property
     def segment_roots(self) -> list[str]:
@@ -73,6 +79,7 @@ class _Sorted:
     skipped: list[SkippedDir] = field(default_factory=list)
     dump_files: dict[str, int] = field(default_factory=dict)  # path: bytes
     columnar_paths: list[str] = field(default_factory=list)
+    clusters: dict[str, str] = field(default_factory=dict)  # dump file or columnar path: its input's cluster
 
 
 def plan_inputs(spark: SparkSession, inputs: list[str], ingest: IngestSettings) -> InputPlan:
@@ -90,6 +97,7 @@ def plan_inputs(spark: SparkSession, inputs: list[str], ingest: IngestSettings) 
             dump_files=list(found.dump_files),
             columnar_paths=list(dict.fromkeys(found.columnar_paths)),
             dump_bytes=sum(found.dump_files.values()),
+            clusters=found.clusters,
         )
         segments = plan.log_roots.segments
         step.count, step.unit = len(segments), "segments"
@@ -121,6 +129,7 @@ def _classify(path: str, ingest: IngestSettings, found: _Sorted) -> None:
             raise InputError(path, "does not exist")
         if info.type == pafs.FileType.File:
             _classify_file(path, info.size, found)
+            found.clusters.setdefault(path, ingest.cluster_of(path))
         else:
             _classify_directory(path, filesystem, fs_path.rstrip("/"), ingest, found)
     except (OSError, pa.ArrowException) as exc:
@@ -152,7 +161,9 @@ def _classify_directory(
         if SEGMENT_FILE.fullmatch(name) and PARTITION_DIR.fullmatch(dirs[-1] if dirs else root_name):
             # Kafka data: the log-dir readers take the whole directory, as listed here.
             found.listings.append(
-                listing_of(path, filesystem, base, entries, ingest.skip_dir_suffixes, found.skipped, ingest.cluster_id)
+                listing_of(
+                    path, filesystem, base, entries, ingest.skip_dir_suffixes, found.skipped, ingest.cluster_of(path)
+                )
             )
             return
         if _is_hidden(relative):
@@ -168,9 +179,13 @@ def _classify_directory(
         raise InputError(path, f"holds no Kafka segments, dump text or columnar files; {ACCEPTED}")
     for display, size in dumps.items():
         found.dump_files.setdefault(display, size)
+        found.clusters.setdefault(display, ingest.cluster_of(path))
     # A directory of one columnar format is read as one data set (partition directories included).
     single_format = len({columnar_format(file) for file in columnar}) == 1
     if columnar and not dumps and not others and single_format:
         found.columnar_paths.append(path)
+        found.clusters.setdefault(path, ingest.cluster_of(path))
     else:
         found.columnar_paths.extend(columnar)
+        for display in columnar:
+            found.clusters.setdefault(display, ingest.cluster_of(path))

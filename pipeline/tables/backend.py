@@ -91,7 +91,11 @@ def column(name: str) -> Column:
 
 
 def check_replaced_partitions(partition_by: Sequence[str], values: Mapping[str, Sequence]) -> None:
-    """Reject partition selections that are empty, name other columns or hold values Delta cannot match."""
+    """Reject partition selections that are empty, name other columns, are ragged or hold values Delta cannot match.
+
+    `values` lists the replaced partitions column by column: the i-th value of every column together name the
+    i-th partition, so {"cluster_id": ["a", "b"], "topic": ["x", "y"]} replaces (a, x) and (b, y), never (a, y).
+    """
     if not values:
         raise ValueError("values must name at least one partition column; use overwrite() to replace everything")
     for name, column_values in values.items():
@@ -101,14 +105,19 @@ def check_replaced_partitions(partition_by: Sequence[str], values: Mapping[str, 
             raise ValueError(f"no values given for partition column {name!r}")
         for value in column_values:
             partition_value(value)
+    if len({len(column_values) for column_values in values.values()}) > 1:
+        raise ValueError(f"every column must list one value per replaced partition: {dict(values)}")
 
 
-def partition_value(value: Any) -> str:
-    """Delta's string form of a partition value (protocol, "Partition Value Serialization")."""
+def partition_value(value: Any) -> str | None:
+    """Delta's string form of a partition value (protocol, "Partition Value Serialization").
+
+    The empty string is null: Spark writes an empty partition value into Hive's default folder, as it does a null.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | str):
-        return str(value)
+        return str(value) or None
     if isinstance(value, date) and not isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(
@@ -116,12 +125,31 @@ def partition_value(value: Any) -> str:
     )
 
 
+def replaced_partitions(values: Mapping[str, Sequence]) -> set[tuple[str | None, ...]]:
+    """The partitions in `values`, each a tuple of its columns' values as the Delta log spells them."""
+    return set(zip(*([partition_value(value) for value in vs] for vs in values.values()), strict=True))
+
+
 def replace_where_predicate(values: Mapping[str, Sequence]) -> str:
-    """SQL predicate selecting the partitions in `values`, as delta-spark's replaceWhere option expects."""
-    return " AND ".join(
-        f"{_sql_identifier(name)} IN ({', '.join(_sql_literal(value) for value in column_values)})"
-        for name, column_values in values.items()
-    )
+    """SQL predicate selecting exactly the partitions in `values`, as delta-spark's replaceWhere option expects:
+    per value of the leading columns, the last column's values, so that pairs never widen into a cross product."""
+    *leading, last = values
+    groups: dict[tuple, list] = {}
+    for partition in zip(*values.values(), strict=True):
+        groups.setdefault(partition[:-1], [])
+        if partition[-1] not in groups[partition[:-1]]:
+            groups[partition[:-1]].append(partition[-1])
+    terms = [
+        " AND ".join([*map(_matches, leading, ([value] for value in key)), _matches(last, ends)])
+        for key, ends in groups.items()
+    ]
+    return terms[0] if len(terms) == 1 else " OR ".join(f"({term})" for term in terms)
+
+
+def _matches(name: str, values: Sequence) -> str:
+    """`name IN (...)`; the empty string also matches null, as which it is stored (`partition_value`)."""
+    matches = f"{_sql_identifier(name)} IN ({', '.join(_sql_literal(value) for value in values)})"
+    return f"({matches} OR {_sql_identifier(name)} IS NULL)" if "" in values else matches
 
 
 def _sql_identifier(name: str) -> str:
@@ -129,7 +157,7 @@ def _sql_identifier(name: str) -> str:
 
 
 def _sql_literal(value: Any) -> str:
-    text = partition_value(value)
+    text = partition_value(value) or ""
     if isinstance(value, str):
         return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if isinstance(value, date):

@@ -27,6 +27,11 @@ def version(location: str) -> int:
     return _log(location).version()
 
 
+def partition_columns(location: str) -> list[str]:
+    """The latest snapshot's partition columns."""
+    return list(_log(location).metadata().partition_columns)
+
+
 def history(location: str, limit: int | None = None) -> list[dict[str, Any]]:
     """Commits newest first: version, timestamp (UTC datetime), operation, parameters (strings, as delta-spark's)."""
     return [

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from pipeline.tables.snapshot_files import logged_files
+from pipeline.tables.stats import of_partitions
 
 
 @dataclass(frozen=True)
@@ -26,12 +24,14 @@ class SourceFiles:
     rows: int
 
 
-def files_by_source(location: str, topics: list[str]) -> dict[str, SourceFiles] | None:
-    """The latest snapshot's files of `topics` by `source_file`; None when some file does not name exactly one."""
-    actions = logged_files(location, ["path", "num_records", "partition.topic", "min.source_file", "max.source_file"])
+def files_by_source(location: str, partitions: dict[str, list]) -> dict[str, SourceFiles] | None:
+    """The latest snapshot's files of the listed `partitions` (`TableStore.overwrite_partitions`) by `source_file`;
+    None when some file does not name exactly one."""
+    names = ["path", "num_records", "min.source_file", "max.source_file", *(f"partition.{n}" for n in partitions)]
+    actions = logged_files(location, names)
     if actions is None:
         return None
-    actions = actions.filter(pc.is_in(actions.column("partition.topic"), value_set=pa.array(topics, pa.string())))
+    actions = of_partitions(actions, partitions)
     by_source: dict[str, SourceFiles] = {}
     columns = (actions.column(name).to_pylist() for name in ("path", "num_records", "min.source_file"))
     for path, records, low, high in zip(*columns, actions.column("max.source_file").to_pylist(), strict=True):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from pipeline.tables.snapshot_files import logged_files
+from pipeline.tables.staged_write import partition_values
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,9 @@ def files_per_partition(location: str) -> list[FileGroup] | None:
         FileGroup(topic, partition, tuple(path for path, _ in files), sum(size for _, size in files))
         for (topic, partition), files in sorted(groups.items())
     ]
+
+
+def cluster_of(path: str) -> str:
+    """The cluster whose rows a `batches` file holds, from the `cluster_id=` folder above its `topic=` one (the
+    files hold no partition column); "" for the unknown cluster, stored in Hive's default folder."""
+    return partition_values("/".join(path.split("/")[-3:-1])).get("cluster_id") or ""

@@ -45,9 +45,10 @@ def escape_path_name(text: str) -> str:
 
 
 def partition_folder(names: list[str], values: Iterable[Any]) -> str:
-    """`name=value/...` as Spark lays out the partitions of `names` (a null value is Hive's default partition)."""
+    """`name=value/...` as Spark lays out the partitions of `names` (a null or empty value is Hive's default
+    partition)."""
     return "/".join(
-        f"{escape_path_name(name)}={HIVE_NULL if value is None else escape_path_name(_folder_text(value))}"
+        f"{escape_path_name(name)}={HIVE_NULL if value in (None, '') else escape_path_name(_folder_text(value))}"
         for name, value in zip(names, values, strict=True)
     )
 

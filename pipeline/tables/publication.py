@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 RUNS_TABLE = "runs"
 PUBLISHED_TABLES = tuple(name for name in schemas.SCHEMAS if name != RUNS_TABLE)
-WRITER_COMMANDS = ("ingest", "audit", "run", "vacuum")
+UPGRADE_COMMAND = "upgrade"  # a writer's upgrade of a warehouse an older release wrote (pipeline.tables.upgrade)
+WRITER_COMMANDS = ("ingest", "audit", "run", "vacuum", UPGRADE_COMMAND)
 AUDIT_COMMANDS = ("audit", "run")  # commands whose run id names rows of the audit tables
 STATUS_SUCCEEDED = "succeeded"
 STATUS_FAILED = "failed"

@@ -42,8 +42,8 @@ from pipeline.tables.backend import (
     PartitionOverwriteError,
     TableSchemaError,
     TableStoreError,
-    partition_value,
     replace_where_predicate,
+    replaced_partitions,
     spark_uri,
 )
 from pipeline.tables.snapshot_files import spark_schema
@@ -251,7 +251,7 @@ def _staged_files(files: pafs.FileSystem, staging: str, layout: Layout) -> list[
             _DataFile(
                 staged_path=info.path,
                 partition_dir=partition_dir,
-                partition_values=_partition_values(partition_dir),
+                partition_values=partition_values(partition_dir),
                 size=info.size,
                 stats=_stats(metadata, layout),
             )
@@ -259,8 +259,9 @@ def _staged_files(files: pafs.FileSystem, staging: str, layout: Layout) -> list[
     return sorted(staged, key=lambda data_file: data_file.staged_path)
 
 
-def _partition_values(partition_dir: str) -> dict[str, str | None]:
-    """Real values from Spark's `name=value` folders: Delta keeps them apart from the escaped path."""
+def partition_values(partition_dir: str) -> dict[str, str | None]:
+    """Real values from Spark's `name=value` folders (Hive's default folder: null): Delta keeps them apart from
+    the escaped path."""
     values: dict[str, str | None] = {}
     for segment in partition_dir.split("/") if partition_dir else []:
         name, _, escaped = segment.partition("=")
@@ -308,20 +309,15 @@ def _stat_value(value: Any) -> Any:
     return value.isoformat() if isinstance(value, date) else value
 
 
-def _replaced_values(values: dict[str, list]) -> dict[str, set[str]]:
-    """Each partition column's replaced values as the Delta log spells them."""
-    return {name: {partition_value(value) for value in column_values} for name, column_values in values.items()}
-
-
 def _check_inside(location: str, staged: list[_DataFile], values: dict[str, list]) -> None:
     """Refuse files outside the replaced partitions: committing them would leave rows the next rerun
     of the same overwrite would not replace."""
-    allowed = _replaced_values(values)
+    allowed = replaced_partitions(values)
     outside = sorted(
         {
             data_file.partition_dir
             for data_file in staged
-            if any(data_file.partition_values.get(name) not in names for name, names in allowed.items())
+            if tuple(data_file.partition_values.get(name) for name in values) not in allowed
         }
     )
     if outside:
@@ -356,23 +352,15 @@ def _commit(location: str, table: DeltaTable | None, write: StagedWrite, adds: l
                 partition_by=layout.partition_by,
                 commit_properties=properties,
             )
+        elif values is not None:
+            # The replaced partitions lose every file but the kept ones, in the same transaction as the adds: named
+            # file by file, since delta-rs's partition filters are a conjunction and cannot select pairs of values.
+            _add_columns(table, layout.schema)
+            actions = [*adds, *_removes_except(location, table, values, write.kept)]
+            table.create_write_transaction(actions, APPEND, schema, layout.partition_by, commit_properties=properties)
         else:
             _add_columns(table, layout.schema)
-            if write.kept:
-                # The replaced partitions lose every file but the kept ones, in the same transaction as the adds.
-                actions = [*adds, *_removes_except(location, table, cast(dict, values), write.kept)]
-                table.create_write_transaction(
-                    actions, APPEND, schema, layout.partition_by, commit_properties=properties
-                )
-            else:
-                table.create_write_transaction(
-                    adds,
-                    "append" if write.mode == APPEND else "overwrite",
-                    schema,
-                    layout.partition_by,
-                    partition_filters=_partition_filters(values),
-                    commit_properties=properties,
-                )
+            table.create_write_transaction(adds, write.mode, schema, layout.partition_by, commit_properties=properties)
     except DeltaError as exc:
         if isinstance(exc, CommitFailedError) or (table is None and DeltaTable.is_deltatable(location)):
             raise CommitConflictError(
@@ -387,31 +375,25 @@ def _removes_except(
 ) -> list[RemoveAction]:
     """Remove actions for the files of the partitions named in `values`, except `kept`, which must all be there."""
     actions = pa.table(table.get_add_actions(flatten=True))
-    wanted = _replaced_values(values)
+    wanted = replaced_partitions(values)
     removes, present = [], set()
     removed_at = int(time.time() * 1000)
-    columns = [actions.column(f"partition.{name}").cast(pa.string()).to_pylist() for name in wanted]
+    columns = [actions.column(f"partition.{name}").cast(pa.string()).to_pylist() for name in values]
     for path, size, *partition in zip(
         actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), *columns, strict=True
     ):
-        if not all(value in wanted[name] for name, value in zip(wanted, partition, strict=True)):
+        if tuple(partition) not in wanted:
             continue
         if path in kept:
             present.add(path)
         else:
-            removes.append(RemoveAction(path, True, removed_at, size, dict(zip(wanted, partition, strict=True))))
+            removes.append(RemoveAction(path, True, removed_at, size, dict(zip(values, partition, strict=True))))
     if present != kept:
         raise CommitConflictError(
             f"{location}: {len(kept - present)} of the files to keep are no longer in the replaced partitions; "
             "nothing was committed and the write can be rerun"
         )
     return removes
-
-
-def _partition_filters(values: dict[str, list] | None) -> list[tuple[str, str, list[str]]] | None:
-    if values is None:
-        return None
-    return [(name, "in", [partition_value(value) for value in column_values]) for name, column_values in values.items()]
 
 
 def _add_columns(table: DeltaTable, schema: T.StructType) -> None:

@@ -14,23 +14,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from pipeline.tables.backend import replaced_partitions
 from pipeline.tables.snapshot_files import logged_files
 
 
 def logged_row_count(location: str, partition_values: dict[str, list] | None = None) -> int | None:
-    """Rows of the latest snapshot whose partition columns take one of the listed values; None when unknown."""
+    """Rows of the latest snapshot in the listed partitions (`TableStore.overwrite_partitions`); None when unknown."""
     try:
         actions = pa.table(DeltaTable(location).get_add_actions(flatten=True))
     except Exception:  # not a table delta-rs reads (a scheme it lacks, a newer protocol): count with Spark
         return None
-    keep = pa.array([True] * actions.num_rows, pa.bool_())
-    for column, values in (partition_values or {}).items():
-        name = f"partition.{column}"
-        if name not in actions.column_names:
+    if partition_values:
+        if any(f"partition.{name}" not in actions.column_names for name in partition_values):
             return None
-        wanted = pa.array([None if value is None else str(value) for value in values], pa.string())
-        keep = pc.and_(keep, pc.is_in(actions.column(name).cast(pa.string()), value_set=wanted))
-    records = actions.filter(keep).column("num_records")
+        actions = of_partitions(actions, partition_values)
+    records = actions.column("num_records")
     if records.null_count:
         return None
     return int(pc.sum(records).as_py() or 0)
@@ -43,9 +41,7 @@ def logged_values(location: str, column: str, partition_values: dict[str, list])
     actions = logged_files(location, ["num_records", *names])
     if actions is None:
         return None
-    for name, values in partition_values.items():
-        wanted = pa.array([None if value is None else str(value) for value in values], pa.string())
-        actions = actions.filter(pc.is_in(actions.column(f"partition.{name}").cast(pa.string()), value_set=wanted))
+    actions = of_partitions(actions, partition_values)
     found = set()
     records, lows, highs = (actions.column(name).to_pylist() for name in ["num_records", *names[:2]])
     for count, low, high in zip(records, lows, highs, strict=True):
@@ -54,3 +50,21 @@ def logged_values(location: str, column: str, partition_values: dict[str, list])
         if count:
             found.add(low)
     return found
+
+
+def of_partitions(actions: pa.Table, partition_values: dict[str, list]) -> pa.Table:
+    """The flattened add actions of the files in the listed partitions (`replaced_partitions`): one tuple per file
+    on the driver, as many as the table has files."""
+    wanted = replaced_partitions(partition_values)
+    columns = [actions.column(f"partition.{name}").cast(pa.string()).to_pylist() for name in partition_values]
+    keep = [partition in wanted for partition in zip(*columns, strict=True)]
+    return actions.filter(pa.array(keep, pa.bool_()))
+
+
+def logged_pairs(location: str) -> set[tuple[str, str]]:
+    """The (cluster_id, topic) partitions holding files in the latest snapshot, the unknown cluster as ""."""
+    actions = logged_files(location, ["partition.cluster_id", "partition.topic"])
+    if actions is None:
+        return set()
+    clusters, topics = (actions.column(name).to_pylist() for name in ("partition.cluster_id", "partition.topic"))
+    return {(cluster or "", topic) for cluster, topic in zip(clusters, topics, strict=True)}

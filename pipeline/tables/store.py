@@ -8,16 +8,18 @@ them, so the same pipeline runs anywhere `pip install` works. Both produce ordin
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from pipeline import jar_bundles
 from pipeline.delta_jars import BUNDLE, CATALOG, EXTENSION
 from pipeline.progress import timed
+from pipeline.tables import delta_log
 from pipeline.tables.backend import (
     Backend,
     BackendUnavailableError,
@@ -25,15 +27,17 @@ from pipeline.tables.backend import (
     check_replaced_partitions,
     column,
     normalize_location,
+    replace_where_predicate,
 )
 from pipeline.tables.files import filesystem, remove_tree
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.staged_write import OVERWRITE_PARTITIONS, staged_write
-from pipeline.tables.stats import logged_row_count
+from pipeline.tables.stats import logged_pairs, logged_row_count
 
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "native", "embedded")
+UNKNOWN_CLUSTER = ""  # the cluster of rows whose input names none (`ingest.cluster_id` unset)
 DELTA_LOG_CLASS = "org.apache.spark.sql.delta.DeltaLog"
 
 
@@ -68,7 +72,9 @@ class TableStore:
         return version
 
     def overwrite_partitions(self, df: DataFrame, table: str, partition_by: list[str], values: dict[str, list]) -> int:
-        """Atomically replace the partitions whose values are listed in `values` with the rows of `df`.
+        """Atomically replace the partitions listed in `values` with the rows of `df`: column by column, the i-th
+        values of all columns naming the i-th partition (`check_replaced_partitions`), so pairs of a cluster and a
+        topic replace those pairs only.
 
         A rerun with the same arguments leaves the same rows, which is what makes reprocessing a topic
         safe. Every row of `df` must lie inside the replaced partitions; otherwise nothing is committed.
@@ -120,16 +126,17 @@ class TableStore:
                 raise TableNotFoundError(f"{location}: no Delta table here, and no schema to read it as empty")
             return self.spark.createDataFrame([], schema)
         df = self._backend.read(location, schema, version)
-        if schema is None or df.columns == schema.fieldNames():  # a snapshot read as files is in order already
-            return df
-        return df.select(*[column(name) for name in schema.fieldNames()])
+        if schema is not None and df.columns != schema.fieldNames():  # a snapshot read as files is in order already
+            df = df.select(*[column(name) for name in schema.fieldNames()])
+        return known_cluster(df)
 
     def files_per_partition(self, table: str) -> list[FileGroup] | None:
         """The files of the latest snapshot by Kafka partition, when the log says which each holds."""
         return files_per_partition(self.path(table))
 
     def count(self, table: str, partition_values: dict[str, list] | None = None) -> int:
-        """Rows of the latest snapshot in the listed partitions (all without), from the log's file statistics.
+        """Rows of the latest snapshot in the listed partitions (as `overwrite_partitions` lists them; all without),
+        from the log's file statistics.
 
         A count by Spark only when the statistics are missing; 0 for an absent table.
         """
@@ -140,9 +147,17 @@ class TableStore:
         if logged is not None:
             return logged
         rows = self._backend.read(location, None, None)
-        for name, values in (partition_values or {}).items():
-            rows = rows.where(column(name).isin(values))
+        if partition_values:
+            rows = rows.where(F.expr(replace_where_predicate(partition_values)))
         return rows.count()
+
+    def pairs(self, table: str) -> set[tuple[str, str]]:
+        """The (cluster_id, topic) partitions of the latest snapshot, from its Delta log; none for an absent table."""
+        return logged_pairs(self.path(table)) if self.exists(table) else set()
+
+    def partition_columns(self, table: str) -> list[str]:
+        """The columns the latest snapshot is partitioned by, from its Delta log."""
+        return delta_log.partition_columns(self.path(table))
 
     def history(self, table: str, limit: int | None = None) -> list[dict[str, Any]]:
         """Commits newest first (the last `limit`): version, timestamp (UTC datetime), operation, parameters."""
@@ -164,6 +179,28 @@ class TableStore:
         """Delete the table's folder, history and all; False when there was none."""
         files, path = filesystem(self.path(table))
         return remove_tree(files, path)
+
+
+def cluster_topics(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """(cluster_id, topic) pairs as the partitions `overwrite_partitions` replaces: what a run audited, and
+    nothing of another cluster or topic."""
+    ordered = sorted(set(pairs))
+    return {"cluster_id": [cluster for cluster, _ in ordered], "topic": [topic for _, topic in ordered]}
+
+
+def of_pairs(pairs: Iterable[tuple[str, str]]) -> Column:
+    """The rows of the (cluster_id, topic) pairs; false for none."""
+    values = cluster_topics(pairs)
+    return F.expr(replace_where_predicate(values)) if values["topic"] else F.lit(False)
+
+
+def known_cluster(df: DataFrame) -> DataFrame:
+    """`cluster_id` null as the unknown cluster "": Spark stores an empty partition value as null, and rows written
+    before the column existed read it as null."""
+    if "cluster_id" not in df.columns:
+        return df
+    cluster = column("cluster_id")  # stays nullable, as in the table schemas (a coalesce would make it not)
+    return df.withColumn("cluster_id", F.when(cluster.isNull(), F.lit(UNKNOWN_CLUSTER)).otherwise(cluster))
 
 
 def delta_spark_available(spark: SparkSession) -> bool:
