@@ -49,7 +49,7 @@ WRAP_JUMP = 1 << 30  # a backwards step larger than this between batches is a wr
 WINDOW = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 ABORT, COMMIT = 0, 1
 EPOCH_MAX = 32767
-ATTR_TRANSACTIONAL, ATTR_CONTROL = 0x10, 0x20
+ATTR_TRANSACTIONAL, ATTR_CONTROL, ATTR_DELETE_HORIZON = 0x10, 0x20, 0x40
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000
 COORDINATOR_CLEANUP_INTERVAL_MS = 10_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -108,6 +108,7 @@ class Replica:
     max_last_offset: int | None = None
     max_timestamp: int | None = None
     first_offset: int | None = None  # first retained (readable) offset
+    delete_horizon: bool = False  # a batch the cleaner rewrote: the partition is compacted
 
 
 def _max(a, b):
@@ -151,17 +152,19 @@ def broker_id_of(log_dir: str) -> int | None:
     return None
 
 
+CHECKPOINTS = ("log-start-offset-checkpoint", "cleaner-offset-checkpoint")
+
+
 def find_segments(root: str):
     """(topic, partition, broker id, segment base offset, path) of every `.log` in a `<topic>-<partition>` dir,
-    and the `log-start-offset-checkpoint` files found, as (broker id, path)."""
+    and the log-start and cleaner offset checkpoint files found, as (broker id, file name, path)."""
     root = os.path.abspath(root)
     if not os.path.isdir(root):
         raise SystemExit(f"{root}: not a directory")
     segments, checkpoints, broker_ids = [], [], {}
     for directory, subdirs, files in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if not d.endswith(SKIP_DIR_SUFFIXES))
-        if "log-start-offset-checkpoint" in files:
-            checkpoints.append((directory, os.path.join(directory, "log-start-offset-checkpoint")))
+        checkpoints += [(directory, name, os.path.join(directory, name)) for name in CHECKPOINTS if name in files]
         match = PARTITION_DIR.match(os.path.basename(directory))
         logs = sorted(name for name in files if SEGMENT_FILE.match(name))
         if match is None or not logs:
@@ -169,19 +172,24 @@ def find_segments(root: str):
         log_dir = os.path.dirname(directory)
         if log_dir not in broker_ids:
             broker_ids[log_dir] = broker_id_of(log_dir)
-            parent_checkpoint = os.path.join(log_dir, "log-start-offset-checkpoint")
-            if directory == root and os.path.isfile(parent_checkpoint):  # a partition dir given as the root
-                checkpoints.append((log_dir, parent_checkpoint))
+            if directory == root:  # a partition dir given as the root: its log dir's checkpoints
+                checkpoints += [
+                    (log_dir, name, os.path.join(log_dir, name))
+                    for name in CHECKPOINTS
+                    if os.path.isfile(os.path.join(log_dir, name))
+                ]
         for name in logs:
             topic, partition = match["topic"], int(match["partition"])
             segments.append((topic, partition, broker_ids[log_dir], int(name[:20]), os.path.join(directory, name)))
-    return segments, [(broker_id_of(d), path) for d, path in checkpoints]
+    return segments, [(broker_id_of(d), name, path) for d, name, path in checkpoints]
 
 
-def read_log_starts(checkpoints) -> dict[tuple[str, int, int], int]:
-    """(topic, partition, broker id) -> highest log start offset in the log dirs' log-start-offset-checkpoint."""
+def read_checkpoints(checkpoints, kind: str) -> dict[tuple[str, int, int], int]:
+    """(topic, partition, broker id) -> highest offset in the log dirs' checkpoint files named `kind`."""
     starts: dict[tuple[str, int, int], int] = {}
-    for broker_id, path in checkpoints:
+    for broker_id, name, path in checkpoints:
+        if name != kind:
+            continue
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
         for line in lines[2:]:  # version, entry count, then "<topic> <partition> <offset>"
@@ -270,6 +278,7 @@ def read_segment(path: str, segment: int, replica: Replica, keep_producer_batche
         replica.max_last_offset = _max(replica.max_last_offset, last_offset)
         replica.max_timestamp = _max(replica.max_timestamp, max_ts)
         replica.first_offset = _min(replica.first_offset, base_offset)
+        replica.delete_horizon = replica.delete_horizon or bool(attributes & ATTR_DELETE_HORIZON)
         control = bool(attributes & ATTR_CONTROL)
         if keep_producer_batches and pid >= 0 and not (control and count == 0):
             control_type = coordinator_epoch = None
@@ -323,9 +332,15 @@ class Producer:
 
 
 def replay_partition(
-    topic: str, partition: int, batches: list[Batch], options: Options, sequence_checked: bool
+    topic: str,
+    partition: int,
+    batches: list[Batch],
+    options: Options,
+    sequence_checked: bool,
+    cleaned_to: int | None = None,
 ) -> tuple[list[Finding], list[tuple[int, int, int]]]:
-    """Replay one partition's producer batches in offset order, in one pass.
+    """Replay one partition's producer batches in offset order, in one pass. `cleaned_to`: the cleaner checkpoint
+    of a compacted partition, below which a forward sequence gap is the cleaner's (SEQ-001 INFO).
 
     Returns the SEQ, EPO and TXN findings, and the transactions left open at the end of the log as
     (producer id, first offset, timestamp of their last data batch).
@@ -389,7 +404,8 @@ def replay_partition(
                     fire("SEQ-005", "CRITICAL" if overlaps else "ERROR")
                 elif (behind and u_base < p.min_base) or (not behind and u_base != p.position + 1):
                     if not expired:
-                        fire("SEQ-001", "ERROR")
+                        cleaned = not behind and cleaned_to is not None and b.base_offset <= cleaned_to
+                        fire("SEQ-001", "INFO" if cleaned else "ERROR")
                     elif base != 0:
                         fire("SEQ-007", "WARN")
             if wrap_inside or (base == 0 and p.prev_last == INT32_MAX):
@@ -509,7 +525,8 @@ def audit(roots: list[str], options: Options | None = None) -> Result:
         for topic, partition, broker_id, segment, path in found_segments:
             broker = -1 if broker_id is None else broker_id
             segments.setdefault((topic, partition), {}).setdefault(broker, []).append((segment, path))
-    log_starts = read_log_starts(checkpoints)
+    log_starts = read_checkpoints(checkpoints, "log-start-offset-checkpoint")
+    cleaned_to = read_checkpoints(checkpoints, "cleaner-offset-checkpoint")
     hanging_after = options.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
 
     def rank(item):  # highest leader epoch, then longest log, then lowest broker id
@@ -527,8 +544,16 @@ def audit(roots: list[str], options: Options | None = None) -> Result:
                 v2, bad = read_segment(path, segment, copies[broker], not is_kraft(topic), options.verify_crc)
                 batches, bad_crc = batches + v2, bad_crc + bad
         broker, replica = max(copies.items(), key=rank)
+        cleaner_offset = cleaned_to.get((topic, partition, broker))
+        # compacted as the product knows it: configured, listed by the cleaner's checkpoint, or rewritten by it
+        compacted = is_compacted(topic) or cleaner_offset is not None or replica.delete_horizon
         found, open_transactions = replay_partition(
-            topic, partition, replica.batches, options, sequence_checked=not is_coordinator(topic)
+            topic,
+            partition,
+            replica.batches,
+            options,
+            sequence_checked=not is_coordinator(topic),
+            cleaned_to=cleaner_offset if compacted else None,
         )
         findings += found
         if not open_transactions:
@@ -541,7 +566,7 @@ def audit(roots: list[str], options: Options | None = None) -> Result:
         for pid, first, last_timestamp in open_transactions:
             if now is not None and now - last_timestamp > hanging_after:
                 findings.append(Finding("LSO-002", "ERROR", topic, partition, pid, first))
-                if is_compacted(topic):
+                if compacted:
                     findings.append(Finding("LSO-004", "WARN", topic, partition, pid, first))
     return Result(batches, bad_crc, len(segments), findings, time.perf_counter() - started)
 
