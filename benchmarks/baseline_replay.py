@@ -568,7 +568,29 @@ def audit(roots: list[str], options: Options | None = None) -> Result:
                 findings.append(Finding("LSO-002", "ERROR", topic, partition, pid, first))
                 if compacted:
                     findings.append(Finding("LSO-004", "WARN", topic, partition, pid, first))
-    return Result(batches, bad_crc, len(segments), findings, time.perf_counter() - started)
+    return Result(batches, bad_crc, len(segments), once_per_producer(findings), time.perf_counter() - started)
+
+
+# The rules of those replayed here whose INFO findings note normal behaviour: the product reports them once per
+# (partition, producer), at the first occurrence (docs/rules.md, "once per producer").
+PER_PRODUCER = frozenset({"EPO-004", "EPO-006", "SEQ-001", "SEQ-008", "TXN-003"})
+
+
+def once_per_producer(findings: list[Finding]) -> list[Finding]:
+    """The findings with the INFO ones of PER_PRODUCER rules kept at their first offset per partition and producer."""
+    first: dict[tuple, Finding] = {}
+    kept = []
+    for f in findings:
+        if f.severity != "INFO" or f.rule_code not in PER_PRODUCER:
+            kept.append(f)
+            continue
+        key = (f.rule_code, f.topic, f.partition, f.producer_id)
+        earlier = first.get(key)
+        if earlier is None or (f.base_offset if f.base_offset is not None else -1) < (
+            earlier.base_offset if earlier.base_offset is not None else -1
+        ):
+            first[key] = f
+    return kept + list(first.values())
 
 
 def parse_reference_time(text: str) -> int:

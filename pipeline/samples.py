@@ -24,7 +24,7 @@ START_TIMESTAMP = 1767225600000  # 2026-01-01T00:00:00Z
 TIMESTAMP_STEP = 1000
 LEADER_EPOCH = 0
 COORDINATOR_EPOCH = 1
-_CLUSTER_ID = "cHJvZHVjZS1hdWRpdC0w"
+CLUSTER_ID = "cHJvZHVjZS1hdWRpdC0w"
 _TOPIC_ID_NAMESPACE = uuid.UUID("6f1c7d1e-2b53-4c1a-9a57-6b0d0e5a2f10")
 
 
@@ -156,7 +156,7 @@ def generate(outdir: Path) -> Path:
         raise FileExistsError(f"{broker_dir} already exists; remove it or choose another directory")
     broker_dir.mkdir(parents=True)
     (broker_dir / "meta.properties").write_text(
-        f"#\n#produce-audit sample\nbroker.id={BROKER_ID}\nversion=0\ncluster.id={_CLUSTER_ID}\n"
+        f"#\n#produce-audit sample\nbroker.id={BROKER_ID}\nversion=0\ncluster.id={CLUSTER_ID}\n"
     )
     partitions = [_orders_0(), _orders_1(), _payments_0(), _audit_log_2()]
     for partition in partitions:

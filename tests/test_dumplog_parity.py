@@ -38,6 +38,7 @@ UNPRINTED_COLUMNS = {
     "source_format": "'dumplog' instead of 'segment'",
     "findings_by_rule": "counts the findings of unprinted files too",
     "findings_by_severity": "the same",
+    "cleaner_offset": "cleaner-offset-checkpoint is a file of the log dir, which the tool does not dump",
 }
 # Findings of files and fields kafka-dump-log does not print, left out of the comparison, with what the segments
 # raise for the generated anomalies.

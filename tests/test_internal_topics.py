@@ -881,5 +881,5 @@ def test_an_ingest_without_coordinator_topics_leaves_their_tables_alone(spark, t
     plan = plan_inputs(spark, [str(root)], Settings().ingest)
     store = TableStore(spark, str(tmp_path / "warehouse"))
     segments = plan_segment_reads(spark, store, Settings(), plan.log_roots)
-    assert ingest_internal_topics(spark, store, Settings(), plan, segments, ["orders"]) == {}
+    assert ingest_internal_topics(spark, store, Settings(), plan, segments, [("", "orders")]) == {}
     assert not store.exists("transaction_log") and not store.exists("offset_commits")

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from pipeline.config import Settings
 from pipeline.ingest import ingest_partition_files
+from pipeline.samples import CLUSTER_ID as SAMPLE_CLUSTER_ID
 from pipeline.samples import generate
 from pipeline.sources.dumplog.reader import read_dumplog_snapshots, read_dumplog_txn_index
 from pipeline.sources.input_plan import plan_inputs
@@ -538,10 +539,11 @@ def test_ingest_writes_the_six_tables_in_one_spark_job(spark, sample_root, tmp_p
     plan = plan_inputs(spark, [str(sample_root)], Settings().ingest)
     store = TableStore(spark, str(tmp_path / "warehouse"))
     topics = ["orders", "payments"]  # not `payments.audit-log`, whose snapshots and problems stay out
+    pairs = [(SAMPLE_CLUSTER_ID, topic) for topic in topics]
     context = spark.sparkContext
     context.setJobGroup("partition-files", "the files beside the segments")
     try:
-        counts = ingest_partition_files(spark, store, Settings(), plan, topics)
+        counts = ingest_partition_files(spark, store, Settings(), plan, pairs)
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
     assert len(context.statusTracker().getJobIdsForGroup("partition-files")) == 1
