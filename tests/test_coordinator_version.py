@@ -59,8 +59,8 @@ def _judged(spark, settings: AuditSettings, logs: list[PartitionLog]):
     findings: dict[tuple[str, str], list[str]] = {}
     for code, check in CHECKS.items():
         fires = check(ctx)
-        version = fires.evidence["transaction_version"].alias("version")
-        for row in replayed.where(fires.when).select("topic", version).collect():
+        version = fires.evidence["transaction_version"].column().alias("version")
+        for row in replayed.where(fires.when.column()).select("topic", version).collect():
             findings.setdefault((row.topic, code), []).append(row.version)
     versions = {row.topic: row.transaction_version for row in build_producer_state(replayed).collect()}
     return findings, versions

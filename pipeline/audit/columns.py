@@ -8,6 +8,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.window import WindowSpec
 
+from pipeline.audit.core import expr as E
+from pipeline.audit.core.expr import Expr
 from pipeline.audit.registry import Fires, Rule
 
 INT32_MAX = 2_147_483_647
@@ -32,9 +34,9 @@ FINDING_FIELDS = (
 )
 
 
-def next_sequence(last_sequence: Column) -> Column:
+def next_sequence(last_sequence: Expr) -> Expr:
     """DefaultRecordBatch.incrementSequence(last, 1): the sequence that must follow `last`."""
-    return F.when(last_sequence == F.lit(INT32_MAX), F.lit(0)).otherwise(last_sequence + 1)
+    return E.when(last_sequence == E.lit(INT32_MAX), E.lit(0)).otherwise(last_sequence + 1)
 
 
 def as_text(column: Column) -> Column:
@@ -72,6 +74,21 @@ def _finding_column(rule: Rule, fires: Fires, row_epoch: Column) -> Column:
     return F.when(fires.when, struct)
 
 
+def spark_fires(fires: Fires) -> Fires:
+    """A check's `Fires` as Spark columns: those written as row expressions (pipeline.audit.core.expr) converted."""
+
+    def column(part: Column | Expr | None) -> Column | None:
+        return part.column() if isinstance(part, Expr) else part
+
+    return Fires(
+        column(fires.when),
+        column(fires.message),
+        {key: column(value) for key, value in fires.evidence.items()},
+        column(fires.severity),
+        column(fires.producer_epoch),
+    )
+
+
 def explode_findings(df, checks: list[tuple[Rule, Fires]]):
     """One pass over `df`: keep the rows some check fires on, then build and explode their findings.
 
@@ -85,6 +102,7 @@ def explode_findings(df, checks: list[tuple[Rule, Fires]]):
     """
     if not checks:
         raise ValueError("no checks given")
+    checks = [(rule, spark_fires(fires)) for rule, fires in checks]
     fires_any = reduce(lambda a, b: a | b, [F.coalesce(fires.when, F.lit(False)) for _, fires in checks])
     row_epoch = F.col("producer_epoch")
     findings = [_finding_column(rule, fires, row_epoch) for rule, fires in checks]
@@ -108,21 +126,21 @@ def window_cleared(counted: Column | None = None, over: WindowSpec | None = None
     broker's entry, its snapshot and DescribeProducers hold no last batch (sequence -1, offset -1, delta 0).
     """
     counted = F.lit(True) if counted is None else counted
-    last_data = F.max(F.when(counted & accepted_data(), F.col("base_offset")))
-    last_bump = F.max(F.when(counted & epoch_bumping_marker(), F.col("base_offset")))
+    last_data = F.max(F.when(counted & accepted_data().column(), F.col("base_offset")))
+    last_bump = F.max(F.when(counted & epoch_bumping_marker().column(), F.col("base_offset")))
     if over is not None:
         last_data, last_bump = last_data.over(over), last_bump.over(over)
     return cleared_after(last_data, last_bump)
 
 
-def accepted_data() -> Column:
+def accepted_data() -> Expr:
     """A data batch the broker appended at the producer's current epoch: it enters the duplicate window."""
-    return F.col("is_data") & (F.col("producer_epoch") == F.col("epoch_run"))
+    return E.col("is_data") & (E.col("producer_epoch") == E.col("epoch_run"))
 
 
-def epoch_bumping_marker() -> Column:
+def epoch_bumping_marker() -> Expr:
     """A marker that changed the producer's epoch: it clears the duplicate window (`window_cleared`)."""
-    return F.col("is_marker") & (F.col("state_epoch").isNull() | (F.col("producer_epoch") > F.col("state_epoch")))
+    return E.col("is_marker") & (E.col("state_epoch").isNull() | (E.col("producer_epoch") > E.col("state_epoch")))
 
 
 def cleared_after(last_data: Column, last_bump: Column) -> Column:

@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.core import expr as E
 from pipeline.audit.cross_checks import CLUSTER_PRODUCER, tp_name, tv2_transaction_epochs
 from pipeline.audit.epochs import (
     FENCE_ABORT,
@@ -148,10 +149,12 @@ def COORDINATOR_ABORTS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | No
         .agg(F.max("timed_out").alias("timed_out"), F.max("fenced").alias("fenced"))
     )
     markers = inputs.producer_batches.where(
-        closing_abort()
-        & F.col("is_tv2")
-        & (F.col("producer_epoch") == F.col("txn_max_epoch") + 1)
-        & ~tv2_fenced_by_next_data()
+        (
+            closing_abort()
+            & E.col("is_tv2")
+            & (E.col("producer_epoch") == E.col("txn_max_epoch") + 1)
+            & ~tv2_fenced_by_next_data()
+        ).column()
     )
     return markers.join(F.broadcast(aborts), on=[*CLUSTER_PRODUCER, "producer_epoch"], how="inner")
 
@@ -159,10 +162,10 @@ def COORDINATOR_ABORTS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | No
 @check(FENCE_ABORT, on=COORDINATOR_ABORTS)
 def coordinator_fence_abort(ctx: AuditContext) -> Fires:
     return Fires(
-        F.lit(True),
+        E.lit(True),
         fence_message(
-            F.when(F.col("timed_out"), F.lit("timed out, as the coordinator's records show")).otherwise(
-                F.lit("fenced: the coordinator's Empty record is one epoch above the marker")
+            E.when(E.col("timed_out"), E.lit("timed out, as the coordinator's records show")).otherwise(
+                E.lit("fenced: the coordinator's Empty record is one epoch above the marker")
             )
         ),
         fence_evidence(),

@@ -16,7 +16,7 @@ docs/engine.md describes the plans and their shuffles.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -105,44 +105,52 @@ def evaluate_frames(
     outcome: ReplayOutcome | None = None,
     coordinator: CoordinatorOutcome | None = None,
 ) -> DataFrame:
-    """Every registered check on its frame (`frame_findings`), one plan per frame; frames whose inputs are absent are
-    skipped, and so are those whose rows come from a side table in `empty_tables` (Frame.rows_of)."""
-    scratch.materialise_all(
-        {
-            f"findings/frame={name}": partial(frame_findings, name, inputs, ctx, outcome, coordinator)
-            for name, checks in CHECKS.items()
-            if checks and FRAMES[name].rows_of not in empty_tables
-        }
-    )
+    """Every registered check on its frame: the row-local frames' findings as the replay's tasks wrote them
+    (`row_local_findings`), every other frame's by one plan each (`frame_findings`); frames whose inputs are absent
+    are skipped, and so are those whose rows come from a side table in `empty_tables` (Frame.rows_of)."""
+    builders = {
+        f"findings/frame={name}": partial(frame_findings, name, inputs, ctx, coordinator)
+        for name, checks in CHECKS.items()
+        if checks and not FRAMES[name].row_local and FRAMES[name].rows_of not in empty_tables
+    }
+    scratch.materialise_all({**builders, **row_local_findings(scratch, outcome)})
     return scratch.read_parts("findings")
+
+
+def row_local_findings(scratch: Scratch, outcome: ReplayOutcome | None) -> dict[str, Callable[[], DataFrame]]:
+    """The findings of each row-local frame, which the replay's tasks wrote (`row_findings/<frame>`): taken as
+    they are, or, when the replay went on from a kept one, with the earlier findings of the rows it kept
+    (pipeline.audit.kept_findings), which takes a plan."""
+    builders = {}
+    for name in (name for name, checks in CHECKS.items() if checks and FRAMES[name].row_local):
+        fresh = scratch.read(f"row_findings/{name}")
+        if kept_for(outcome, name):
+            builders[f"findings/frame={name}"] = partial(
+                lambda fresh, name: fresh.unionByName(earlier_findings(outcome, name, fresh.schema)), fresh, name
+            )
+        else:
+            scratch.register(f"findings/frame={name}", fresh.schema, scratch.files(f"row_findings/{name}"))
+    return builders
 
 
 def frame_findings(
     name: str,
     inputs: AuditInputs,
     ctx: AuditContext,
-    outcome: ReplayOutcome | None = None,
     coordinator: CoordinatorOutcome | None = None,
 ) -> DataFrame | None:
-    """The findings of the checks on frame `name`; None when its inputs are absent. With the `outcome` of a replay
-    that went on from a kept one, a row-local frame is checked on the rows it replayed and keeps its other findings
-    (pipeline.audit.kept_findings); with the `coordinator` partitions whose records were taken over from it, a
-    coordinator-local frame is checked on the other partitions' records and keeps their findings
-    (pipeline.audit.kept_coordinator)."""
+    """The findings of the checks on frame `name`; None when its inputs are absent. With the `coordinator`
+    partitions whose records were taken over from a kept replay, a coordinator-local frame is checked on the other
+    partitions' records and keeps their findings (pipeline.audit.kept_coordinator)."""
     frame = FRAMES[name]
-    goes_on = frame.row_local and kept_for(outcome, name)
     takes_over = frame.coordinator_local and has_findings(coordinator, name)
     frame_inputs = inputs
-    if goes_on:
-        frame_inputs = _of_rows(inputs, outcome.replayed)
-    elif takes_over:
+    if takes_over:
         frame_inputs = replace(inputs, coordinator_records=changed_records(inputs.coordinator_records, coordinator))
     rows = frame.build(frame_inputs, ctx)
     if rows is None:
         return None
     found = explode_findings(rows, [(c.rule, c.function(ctx)) for c in CHECKS[name]])
-    if goes_on:
-        return found.unionByName(earlier_findings(outcome, name, found.schema))
     return with_kept_findings(coordinator, name, found) if takes_over else found
 
 
@@ -191,11 +199,6 @@ def run_audit(
         ),
         scratch=scratch,
     )
-
-
-def _of_rows(inputs: AuditInputs, rows: DataFrame) -> AuditInputs:
-    """`inputs` whose replay rows are `rows` only, for the row-local frames."""
-    return replace(inputs, batches=rows, producer_batches=rows.where(F.col("is_producer_row")))
 
 
 def _in_known_cluster(rows: DataFrame) -> DataFrame:

@@ -10,10 +10,9 @@ coordinator's records (pipeline.audit.cross_epochs).
 
 from __future__ import annotations
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-
 from pipeline.audit.context import AuditContext
+from pipeline.audit.core import expr as E
+from pipeline.audit.core.expr import Expr
 from pipeline.audit.frames import PRODUCER_BATCHES
 from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import CONTROL_ABORT
@@ -138,95 +137,95 @@ TXN_EPOCH_MAX = rule(
 )
 
 
-def _known() -> Column:
-    return F.col("state_epoch").isNotNull()
+def _known() -> Expr:
+    return E.col("state_epoch").isNotNull()
 
 
-def _closing() -> Column:
+def _closing() -> Expr:
     """A marker that closes an open transaction."""
-    return F.col("is_marker") & F.col("txn_open")
+    return E.col("is_marker") & E.col("txn_open")
 
 
-def _bump() -> Column:
+def _bump() -> Expr:
     """How far the marker's epoch is above the data epoch of the transaction it closes."""
-    return F.col("producer_epoch") - F.col("txn_max_epoch")
+    return E.col("producer_epoch") - E.col("txn_max_epoch")
 
 
-def closing_abort() -> Column:
-    return _closing() & (F.col("control_type") == CONTROL_ABORT)
+def closing_abort() -> Expr:
+    return _closing() & (E.col("control_type") == CONTROL_ABORT)
 
 
-def _double_bump() -> Column:
+def _double_bump() -> Expr:
     """A TV2 ABORT two above its data: a 4.0.0 coordinator's fence or timeout abort (KAFKA-19367)."""
-    return closing_abort() & F.col("is_tv2") & (_bump() == 2)
+    return closing_abort() & E.col("is_tv2") & (_bump() == 2)
 
 
-def tv2_fenced_by_next_data() -> Column:
+def tv2_fenced_by_next_data() -> Expr:
     """A TV2 ABORT one above its data whose producer's next data here is one further: a new instance's (its
     InitProducerId wrote Empty there)."""
     return (
         closing_abort()
-        & F.col("is_tv2")
+        & E.col("is_tv2")
         & (_bump() == 1)
-        & F.col("next_data_epoch").eqNullSafe(F.col("txn_max_epoch") + 2)
+        & E.col("next_data_epoch").eqNullSafe(E.col("txn_max_epoch") + 2)
     )
 
 
-def _fence_abort() -> Column:
-    return (closing_abort() & ~F.col("is_tv2") & (_bump() == 1)) | _double_bump() | tv2_fenced_by_next_data()
+def _fence_abort() -> Expr:
+    return (closing_abort() & ~E.col("is_tv2") & (_bump() == 1)) | _double_bump() | tv2_fenced_by_next_data()
 
 
-def _evidence() -> dict[str, Column]:
-    return {"state_epoch": F.col("state_epoch"), "epoch": F.col("producer_epoch")}
+def _evidence() -> dict[str, Expr]:
+    return {"state_epoch": E.col("state_epoch"), "epoch": E.col("producer_epoch")}
 
 
-def _marker_evidence() -> dict[str, Column]:
+def _marker_evidence() -> dict[str, Expr]:
     return {
-        "transaction_epoch": F.col("txn_max_epoch"),
-        "marker_epoch": F.col("producer_epoch"),
-        "transaction_first_offset": F.col("txn_first_offset"),
-        "transaction_version": F.col("transaction_version"),
+        "transaction_epoch": E.col("txn_max_epoch"),
+        "marker_epoch": E.col("producer_epoch"),
+        "transaction_first_offset": E.col("txn_first_offset"),
+        "transaction_version": E.col("transaction_version"),
     }
 
 
-def fence_message(reason: Column) -> Column:
-    return F.format_string(
+def fence_message(reason: Expr) -> Expr:
+    return E.format_string(
         "transaction from offset %d aborted at epoch %d over data epoch %d (%s)",
-        F.col("txn_first_offset"),
-        F.col("producer_epoch"),
-        F.col("txn_max_epoch"),
+        E.col("txn_first_offset"),
+        E.col("producer_epoch"),
+        E.col("txn_max_epoch"),
         reason,
     )
 
 
-def fence_evidence() -> dict[str, Column]:
-    return {**_marker_evidence(), "next_data_epoch": F.col("next_data_epoch")}
+def fence_evidence() -> dict[str, Expr]:
+    return {**_marker_evidence(), "next_data_epoch": E.col("next_data_epoch")}
 
 
 @check(DATA_EPOCH_REGRESSION, on=PRODUCER_BATCHES)
 def data_epoch_regression(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("is_data") & _known() & (F.col("producer_epoch") < F.col("state_epoch")),
-        F.format_string(
+        E.col("is_data") & _known() & (E.col("producer_epoch") < E.col("state_epoch")),
+        E.format_string(
             "producer %d writes data at epoch %d after epoch %d",
-            F.col("producer_id"),
-            F.col("producer_epoch"),
-            F.col("state_epoch"),
+            E.col("producer_id"),
+            E.col("producer_epoch"),
+            E.col("state_epoch"),
         ),
         _evidence(),
-        severity=F.when(F.col("state_expired"), F.lit("WARN")).otherwise(F.lit("ERROR")),
+        severity=E.when(E.col("state_expired"), E.lit("WARN")).otherwise(E.lit("ERROR")),
     )
 
 
 @check(MARKER_EPOCH_REGRESSION, on=PRODUCER_BATCHES)
 def marker_epoch_regression(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("is_marker") & _known() & (F.col("producer_epoch") < F.col("state_epoch")),
-        F.format_string(
+        E.col("is_marker") & _known() & (E.col("producer_epoch") < E.col("state_epoch")),
+        E.format_string(
             "marker of producer %d at epoch %d after epoch %d",
-            F.col("producer_id"),
-            F.col("producer_epoch"),
-            F.col("state_epoch"),
+            E.col("producer_id"),
+            E.col("producer_epoch"),
+            E.col("state_epoch"),
         ),
         _evidence(),
     )
@@ -235,14 +234,14 @@ def marker_epoch_regression(ctx: AuditContext) -> Fires:
 @check(TV2_MARKER_EPOCH_NOT_GREATER, on=PRODUCER_BATCHES)
 def tv2_marker_epoch_not_greater(ctx: AuditContext) -> Fires:
     return Fires(
-        _closing() & F.col("is_tv2") & (_bump() == 0),
-        F.format_string(
+        _closing() & E.col("is_tv2") & (_bump() == 0),
+        E.format_string(
             "TV2 marker at the transaction's own epoch %d (expected %d)",
-            F.col("producer_epoch"),
-            F.col("producer_epoch") + 1,
+            E.col("producer_epoch"),
+            E.col("producer_epoch") + 1,
         ),
         _marker_evidence(),
-        severity=F.lit("WARN" if ctx.settings.broker_older_than("4.2") else "ERROR"),
+        severity=E.lit("WARN" if ctx.settings.broker_older_than("4.2") else "ERROR"),
     )
 
 
@@ -251,9 +250,9 @@ def fence_abort(ctx: AuditContext) -> Fires:
     return Fires(
         _fence_abort(),
         fence_message(
-            F.when(_double_bump(), F.lit("fenced or timed out by a 4.0.0 coordinator, which bumps twice: KAFKA-19367"))
-            .when(F.col("is_tv2"), F.format_string("fenced: the next data is at epoch %d", "next_data_epoch"))
-            .otherwise(F.lit("fenced or timed out"))
+            E.when(_double_bump(), E.lit("fenced or timed out by a 4.0.0 coordinator, which bumps twice: KAFKA-19367"))
+            .when(E.col("is_tv2"), E.format_string("fenced: the next data is at epoch %d", "next_data_epoch"))
+            .otherwise(E.lit("fenced or timed out"))
         ),
         fence_evidence(),
     )
@@ -263,11 +262,11 @@ def fence_abort(ctx: AuditContext) -> Fires:
 def marker_epoch_jump(ctx: AuditContext) -> Fires:
     return Fires(
         _closing() & (_bump() > 1) & ~_double_bump(),
-        F.format_string(
+        E.format_string(
             "marker epoch %d is %d above the transaction's data epoch %d",
-            F.col("producer_epoch"),
+            E.col("producer_epoch"),
             _bump(),
-            F.col("txn_max_epoch"),
+            E.col("txn_max_epoch"),
         ),
         _marker_evidence(),
     )
@@ -277,10 +276,10 @@ def marker_epoch_jump(ctx: AuditContext) -> Fires:
 def epoch_skip(ctx: AuditContext) -> Fires:
     return Fires(
         _known()
-        & ((F.col("producer_epoch") - F.col("state_epoch")) > 1)
-        & ~F.coalesce(F.col("transaction_version").startswith("2"), F.lit(False)),
-        F.format_string(
-            "producer %d epoch %d -> %d", F.col("producer_id"), F.col("state_epoch"), F.col("producer_epoch")
+        & ((E.col("producer_epoch") - E.col("state_epoch")) > 1)
+        & ~E.coalesce(E.col("transaction_version").startswith("2"), E.lit(False)),
+        E.format_string(
+            "producer %d epoch %d -> %d", E.col("producer_id"), E.col("state_epoch"), E.col("producer_epoch")
         ),
         _evidence(),
     )
@@ -289,7 +288,7 @@ def epoch_skip(ctx: AuditContext) -> Fires:
 @check(TXN_EPOCH_MAX, on=PRODUCER_BATCHES)
 def txn_epoch_max(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("is_data") & F.col("is_transactional") & (F.col("producer_epoch") == EPOCH_MAX),
-        F.format_string("transactional data of producer %d at epoch 32767", F.col("producer_id")),
+        E.col("is_data") & E.col("is_transactional") & (E.col("producer_epoch") == EPOCH_MAX),
+        E.format_string("transactional data of producer %d at epoch 32767", E.col("producer_id")),
         _evidence(),
     )

@@ -6,10 +6,12 @@ These look at every entry the decoder found, including the ones the broker's ite
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.core import expr as E
+from pipeline.audit.core.expr import Expr
 from pipeline.audit.frames import BATCHES
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP, audited_broker
@@ -281,37 +283,37 @@ SEGMENT_OVERLAP = rule(
 
 
 # Conditions on one row of BATCHES; the neighbour state (`max_last_offset_before`, ...) comes from the replay.
-def _readable() -> Column:
-    return F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
+def _readable() -> Expr:
+    return E.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
 
 
-def _v2() -> Column:
-    return (F.col("entry_status") == STATUS_OK) & (F.col("magic") == 2)
+def _v2() -> Expr:
+    return (E.col("entry_status") == STATUS_OK) & (E.col("magic") == 2)
 
 
-def _client_topic() -> Column:
-    return ~F.col("is_coordinator_topic") & ~F.col("is_kraft_topic")
+def _client_topic() -> Expr:
+    return ~E.col("is_coordinator_topic") & ~E.col("is_kraft_topic")
 
 
-def _crc_not_failed() -> Column:
-    return F.coalesce(F.col("crc_valid"), F.lit(True))
+def _crc_not_failed() -> Expr:
+    return E.coalesce(E.col("crc_valid"), E.lit(True))
 
 
-def _location() -> dict[str, Column]:
-    return {"position": F.col("position"), "size_bytes": F.col("size_bytes"), "note": F.col("entry_note")}
+def _location() -> dict[str, Expr]:
+    return {"position": E.col("position"), "size_bytes": E.col("size_bytes"), "note": E.col("entry_note")}
 
 
-def _control_shape_broken() -> Column:
-    kraft_type_on_topic = ~F.col("is_kraft_topic") & ~F.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
+def _control_shape_broken() -> Expr:
+    kraft_type_on_topic = ~E.col("is_kraft_topic") & ~E.col("control_type").isin(CONTROL_ABORT, CONTROL_COMMIT)
     return (
-        ~F.col("is_transactional")
-        | (F.col("base_sequence") != -1)
-        | (F.col("compression") != 0)
-        | (F.col("record_count") > 1)
-        | (F.col("last_offset_delta") != 0)
-        | (F.col("producer_id") < 0)
-        | ((F.col("record_count") == 1) & (F.col("control_type").isNull() | kraft_type_on_topic))
-    ) & ~F.col("is_kraft_topic")
+        ~E.col("is_transactional")
+        | (E.col("base_sequence") != -1)
+        | (E.col("compression") != 0)
+        | (E.col("record_count") > 1)
+        | (E.col("last_offset_delta") != 0)
+        | (E.col("producer_id") < 0)
+        | ((E.col("record_count") == 1) & (E.col("control_type").isNull() | kraft_type_on_topic))
+    ) & ~E.col("is_kraft_topic")
 
 
 @check(TRUNCATED_TAIL, on=BATCHES)
@@ -321,22 +323,22 @@ def truncated_tail(ctx: AuditContext) -> Fires:
     first batch). The spec's WARN presumes the rest of the log was read; a partition of which nothing, or only
     a small part, could be read would otherwise pass every gate mostly unaudited. An unflushed tail is at most
     the batches written since the last flush, small beside the log before it."""
-    unflushed_tail = F.col("in_last_segment") & (F.col("size_bytes") <= F.col("readable_bytes_before"))
+    unflushed_tail = E.col("in_last_segment") & (E.col("size_bytes") <= E.col("readable_bytes_before"))
     return Fires(
-        F.col("entry_status") == STATUS_TRUNCATED,
-        F.format_string(
-            "%d trailing bytes at position %d do not form an entry", F.col("size_bytes"), F.col("position")
+        E.col("entry_status") == STATUS_TRUNCATED,
+        E.format_string(
+            "%d trailing bytes at position %d do not form an entry", E.col("size_bytes"), E.col("position")
         ),
         _location(),
-        severity=F.when(unflushed_tail, F.lit("WARN")).otherwise(F.lit("ERROR")),
+        severity=E.when(unflushed_tail, E.lit("WARN")).otherwise(E.lit("ERROR")),
     )
 
 
 @check(ENTRY_TOO_SMALL, on=BATCHES)
 def entry_too_small(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("entry_status") == STATUS_TOO_SMALL,
-        F.format_string("entry at position %d is too small to be a batch", F.col("position")),
+        E.col("entry_status") == STATUS_TOO_SMALL,
+        E.format_string("entry at position %d is too small to be a batch", E.col("position")),
         _location(),
     )
 
@@ -344,18 +346,18 @@ def entry_too_small(ctx: AuditContext) -> Fires:
 @check(BAD_MAGIC, on=BATCHES)
 def bad_magic(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("entry_status") == STATUS_BAD_MAGIC,
-        F.format_string("magic byte %d at position %d", F.col("magic"), F.col("position")),
-        {**_location(), "magic": F.col("magic")},
+        E.col("entry_status") == STATUS_BAD_MAGIC,
+        E.format_string("magic byte %d at position %d", E.col("magic"), E.col("position")),
+        {**_location(), "magic": E.col("magic")},
     )
 
 
 @check(CRC_MISMATCH, on=BATCHES)
 def crc_mismatch(ctx: AuditContext) -> Fires:
     return Fires(
-        _readable() & (F.col("crc_valid") == F.lit(False)),
-        F.format_string("stored CRC %d does not match the batch bytes", F.col("crc")),
-        {**_location(), "stored_crc": F.col("crc")},
+        _readable() & (E.col("crc_valid") == E.lit(False)),
+        E.format_string("stored CRC %d does not match the batch bytes", E.col("crc")),
+        {**_location(), "stored_crc": E.col("crc")},
     )
 
 
@@ -365,7 +367,7 @@ def OTHER_COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: 
     audited = inputs.segments.select(*TP, "broker_id").distinct()
     return (
         audited_broker(inputs.all_batches)
-        .where(_readable() & (F.col("crc_valid") == F.lit(False)))
+        .where((_readable() & (E.col("crc_valid") == E.lit(False))).column())
         .join(F.broadcast(audited), on=[*TP, "broker_id"], how="left_anti")
     )
 
@@ -373,13 +375,13 @@ def OTHER_COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: 
 @check(CRC_MISMATCH, on=OTHER_COPIES)
 def crc_mismatch_in_another_copy(ctx: AuditContext) -> Fires:
     return Fires(
-        F.lit(True),
-        F.format_string(
+        E.lit(True),
+        E.format_string(
             "stored CRC %d does not match the batch bytes in broker %d's copy (not the audited replica)",
-            F.col("crc"),
-            F.col("broker_id"),
+            E.col("crc"),
+            E.col("broker_id"),
         ),
-        {**_location(), "stored_crc": F.col("crc")},
+        {**_location(), "stored_crc": E.col("crc")},
     )
 
 
@@ -388,41 +390,41 @@ def attribute_invalid(ctx: AuditContext) -> Fires:
     return Fires(
         _v2()
         & (
-            (F.col("compression") > MAX_CODEC_ID)
-            | ((F.col("attributes").bitwiseAND(UNUSED_ATTRIBUTE_BITS)) != 0)
-            | (F.col("has_delete_horizon") & ~F.col("is_compacted"))
+            (E.col("compression") > MAX_CODEC_ID)
+            | ((E.col("attributes").bitwiseAND(UNUSED_ATTRIBUTE_BITS)) != 0)
+            | (E.col("has_delete_horizon") & ~E.col("is_compacted"))
         ),
-        F.format_string("attributes 0x%04x", F.col("attributes")),
-        {"attributes": F.col("attributes"), "compression": F.col("compression")},
-        severity=F.when(F.col("compression") > MAX_CODEC_ID, F.lit("ERROR")).otherwise(F.lit("WARN")),
+        E.format_string("attributes 0x%04x", E.col("attributes")),
+        {"attributes": E.col("attributes"), "compression": E.col("compression")},
+        severity=E.when(E.col("compression") > MAX_CODEC_ID, E.lit("ERROR")).otherwise(E.lit("WARN")),
     )
 
 
 @check(RECORD_STRUCTURE, on=BATCHES)
 def record_structure(ctx: AuditContext) -> Fires:
     return Fires(
-        _v2() & _crc_not_failed() & F.col("record_problem").isNotNull(),
-        F.format_string("records do not parse: %s", F.col("record_problem")),
-        {**_location(), "compression": F.col("compression"), "record_count": F.col("record_count")},
+        _v2() & _crc_not_failed() & E.col("record_problem").isNotNull(),
+        E.format_string("records do not parse: %s", E.col("record_problem")),
+        {**_location(), "compression": E.col("compression"), "record_count": E.col("record_count")},
     )
 
 
 @check(COUNT_INCONSISTENT, on=BATCHES)
 def count_inconsistent(ctx: AuditContext) -> Fires:
-    expected_count = F.col("last_offset_delta") + 1
+    expected_count = E.col("last_offset_delta") + 1
     return Fires(
         _v2()
-        & ~F.col("is_control")
+        & ~E.col("is_control")
         & (
-            (F.col("record_count") < 0)
-            | (~F.col("is_compacted") & (F.col("record_count") != expected_count))
-            | (F.col("is_compacted") & (F.col("record_count") > expected_count))
+            (E.col("record_count") < 0)
+            | (~E.col("is_compacted") & (E.col("record_count") != expected_count))
+            | (E.col("is_compacted") & (E.col("record_count") > expected_count))
         ),
-        F.format_string(
-            "record count %d for offsets %d..%d", F.col("record_count"), F.col("base_offset"), F.col("last_offset")
+        E.format_string(
+            "record count %d for offsets %d..%d", E.col("record_count"), E.col("base_offset"), E.col("last_offset")
         ),
-        {"record_count": F.col("record_count"), "last_offset_delta": F.col("last_offset_delta")},
-        severity=F.when(F.col("record_count") == 0, F.lit("WARN")).otherwise(F.lit("ERROR")),
+        {"record_count": E.col("record_count"), "last_offset_delta": E.col("last_offset_delta")},
+        severity=E.when(E.col("record_count") == 0, E.lit("WARN")).otherwise(E.lit("ERROR")),
     )
 
 
@@ -431,15 +433,15 @@ def max_timestamp(ctx: AuditContext) -> Fires:
     return Fires(
         _v2()
         & _crc_not_failed()
-        & (F.col("timestamp_type") == 0)
-        & (F.col("record_count") > 0)
-        & (F.col("max_timestamp") != F.col("max_record_timestamp")),
-        F.format_string(
+        & (E.col("timestamp_type") == 0)
+        & (E.col("record_count") > 0)
+        & (E.col("max_timestamp") != E.col("max_record_timestamp")),
+        E.format_string(
             "maxTimestamp %d but the largest record timestamp is %d",
-            F.col("max_timestamp"),
-            F.col("max_record_timestamp"),
+            E.col("max_timestamp"),
+            E.col("max_record_timestamp"),
         ),
-        {"max_timestamp": F.col("max_timestamp"), "max_record_timestamp": F.col("max_record_timestamp")},
+        {"max_timestamp": E.col("max_timestamp"), "max_record_timestamp": E.col("max_record_timestamp")},
     )
 
 
@@ -448,77 +450,77 @@ def producer_fields(ctx: AuditContext) -> Fires:
     return Fires(
         _v2()
         & (
-            (F.col("is_transactional") & (F.col("producer_id") < 0))
-            | ((F.col("producer_id") >= 0) & (F.col("producer_epoch") < 0))
-            | (~F.col("is_control") & _client_topic() & (F.col("producer_id") >= 0) & (F.col("base_sequence") < 0))
+            (E.col("is_transactional") & (E.col("producer_id") < 0))
+            | ((E.col("producer_id") >= 0) & (E.col("producer_epoch") < 0))
+            | (~E.col("is_control") & _client_topic() & (E.col("producer_id") >= 0) & (E.col("base_sequence") < 0))
             | (
-                (F.col("producer_id") < 0)
-                & ((F.col("producer_epoch") != -1) | (_client_topic() & (F.col("base_sequence") != -1)))
+                (E.col("producer_id") < 0)
+                & ((E.col("producer_epoch") != -1) | (_client_topic() & (E.col("base_sequence") != -1)))
             )
         ),
-        F.format_string(
+        E.format_string(
             "producer id %d, epoch %d, base sequence %d",
-            F.col("producer_id"),
-            F.col("producer_epoch"),
-            F.col("base_sequence"),
+            E.col("producer_id"),
+            E.col("producer_epoch"),
+            E.col("base_sequence"),
         ),
-        {"is_transactional": F.col("is_transactional")},
-        severity=F.when((F.col("producer_id") < 0) & ~F.col("is_transactional"), F.lit("WARN")).otherwise(
-            F.lit("ERROR")
+        {"is_transactional": E.col("is_transactional")},
+        severity=E.when((E.col("producer_id") < 0) & ~E.col("is_transactional"), E.lit("WARN")).otherwise(
+            E.lit("ERROR")
         ),
     )
 
 
 @check(CONTROL_BATCH_SHAPE, on=BATCHES)
 def control_batch_shape(ctx: AuditContext) -> Fires:
-    control = _v2() & F.col("is_control")
-    empty_control = control & (F.col("record_count") == 0)
+    control = _v2() & E.col("is_control")
+    empty_control = control & (E.col("record_count") == 0)
     return Fires(
         control & (_control_shape_broken() | empty_control),
-        F.format_string(
+        E.format_string(
             "control batch: transactional=%s sequence=%d codec=%d records=%d control type=%s",
-            F.col("is_transactional"),
-            F.col("base_sequence"),
-            F.col("compression"),
-            F.col("record_count"),
-            F.coalesce(F.col("control_type").cast("string"), F.lit("unreadable")),
+            E.col("is_transactional"),
+            E.col("base_sequence"),
+            E.col("compression"),
+            E.col("record_count"),
+            E.coalesce(E.col("control_type").cast("string"), E.lit("unreadable")),
         ),
-        {"note": F.col("entry_note"), "control_type": F.col("control_type")},
-        severity=F.when(_control_shape_broken(), F.lit("ERROR"))
-        .when(F.col("is_compacted"), F.lit("INFO"))
-        .otherwise(F.lit("WARN")),
+        {"note": E.col("entry_note"), "control_type": E.col("control_type")},
+        severity=E.when(_control_shape_broken(), E.lit("ERROR"))
+        .when(E.col("is_compacted"), E.lit("INFO"))
+        .otherwise(E.lit("WARN")),
     )
 
 
 @check(OFFSETS_NOT_INCREASING, on=BATCHES)
 def offsets_not_increasing(ctx: AuditContext) -> Fires:
-    previous_last = F.col("max_last_offset_before")
+    previous_last = E.col("max_last_offset_before")
     return Fires(
-        _readable() & (F.col("base_offset") <= previous_last),
-        F.format_string("batch starts at %d after offset %d", F.col("base_offset"), previous_last),
+        _readable() & (E.col("base_offset") <= previous_last),
+        E.format_string("batch starts at %d after offset %d", E.col("base_offset"), previous_last),
         {"previous_last_offset": previous_last},
     )
 
 
 @check(OFFSET_GAP, on=BATCHES)
 def offset_gap(ctx: AuditContext) -> Fires:
-    previous_last = F.col("previous_readable_last_offset")
+    previous_last = E.col("previous_readable_last_offset")
     return Fires(
-        _readable() & ~F.col("is_compacted") & (F.col("base_offset") > previous_last + 1),
-        F.format_string("offsets %d..%d are missing", previous_last + 1, F.col("base_offset") - 1),
+        _readable() & ~E.col("is_compacted") & (E.col("base_offset") > previous_last + 1),
+        E.format_string("offsets %d..%d are missing", previous_last + 1, E.col("base_offset") - 1),
         {"previous_last_offset": previous_last},
     )
 
 
 @check(LEADER_EPOCH_REGRESSION, on=BATCHES)
 def leader_epoch_regression(ctx: AuditContext) -> Fires:
-    before = F.col("max_leader_epoch_before")
+    before = E.col("max_leader_epoch_before")
     return Fires(
         _v2()
-        & ((F.col("partition_leader_epoch") < before) | (_client_topic() & (F.col("partition_leader_epoch") == -1))),
-        F.format_string("partition leader epoch %d after %d", F.col("partition_leader_epoch"), before),
+        & ((E.col("partition_leader_epoch") < before) | (_client_topic() & (E.col("partition_leader_epoch") == -1))),
+        E.format_string("partition leader epoch %d after %d", E.col("partition_leader_epoch"), before),
         {"previous_max_leader_epoch": before},
-        severity=F.when(F.col("partition_leader_epoch") == -1, F.lit("WARN")).otherwise(F.lit("ERROR")),
+        severity=E.when(E.col("partition_leader_epoch") == -1, E.lit("WARN")).otherwise(E.lit("ERROR")),
     )
 
 
@@ -526,31 +528,31 @@ def leader_epoch_regression(ctx: AuditContext) -> Fires:
 def segment_base(ctx: AuditContext) -> Fires:
     return Fires(
         _readable()
-        & F.col("is_segment_first")
+        & E.col("is_segment_first")
         & (
-            (F.col("last_offset") < F.col("segment_base_offset"))
+            (E.col("last_offset") < E.col("segment_base_offset"))
             | (
-                ~F.col("is_compacted")
-                & ~F.col("in_first_segment")
-                & (F.col("base_offset") > F.col("segment_base_offset"))
+                ~E.col("is_compacted")
+                & ~E.col("in_first_segment")
+                & (E.col("base_offset") > E.col("segment_base_offset"))
             )
         ),
-        F.format_string(
+        E.format_string(
             "segment %d starts with offsets %d..%d",
-            F.col("segment_base_offset"),
-            F.col("base_offset"),
-            F.col("last_offset"),
+            E.col("segment_base_offset"),
+            E.col("base_offset"),
+            E.col("last_offset"),
         ),
-        {"segment_base_offset": F.col("segment_base_offset")},
-        severity=F.when(F.col("last_offset") < F.col("segment_base_offset"), F.lit("ERROR")).otherwise(F.lit("WARN")),
+        {"segment_base_offset": E.col("segment_base_offset")},
+        severity=E.when(E.col("last_offset") < E.col("segment_base_offset"), E.lit("ERROR")).otherwise(E.lit("WARN")),
     )
 
 
 @check(SEGMENT_OVERLAP, on=BATCHES)
 def segment_overlap(ctx: AuditContext) -> Fires:
-    following = F.col("next_entry_segment_base_offset")
+    following = E.col("next_entry_segment_base_offset")
     return Fires(
-        _readable() & (following > F.col("segment_base_offset")) & (F.col("last_offset") >= following),
-        F.format_string("last offset %d reaches into the next segment starting at %d", F.col("last_offset"), following),
+        _readable() & (following > E.col("segment_base_offset")) & (E.col("last_offset") >= following),
+        E.format_string("last offset %d reaches into the next segment starting at %d", E.col("last_offset"), following),
         {"next_segment_base_offset": following},
     )

@@ -15,11 +15,11 @@ rows continue.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from pipeline.audit.core.mergeable import Mergeable
 from pipeline.audit.replay_files import Keeping, ReplayOutcome
 from pipeline.audit.scratch import Scratch
 
@@ -28,55 +28,6 @@ log = logging.getLogger(__name__)
 # where a replay row is, as the kept tails say it
 LOCATION = ["cluster_id", "topic", "partition", "broker_id", "source_file", "position"]
 PARTITION = ["topic", "partition"]
-
-
-@dataclass(frozen=True)
-class Part:
-    """One column of an aggregate: `how` is sum, count, min, max, any (one value shared by all the rows), or
-    first / last, the value at the row with the lowest / highest `order` (rows whose order is null are skipped)."""
-
-    name: str
-    how: str
-    value: Column
-    order: Column | None = None
-
-
-@dataclass(frozen=True)
-class Mergeable:
-    """An aggregate of the replay's rows where `rows` holds, by `keys`, in parts that merge."""
-
-    name: str
-    keys: tuple[str, ...]
-    parts: tuple[Part, ...]
-    rows: Column | None = None  # all of them
-
-    def of(self, replay: DataFrame) -> DataFrame:
-        """The parts over `replay`'s rows: a first or last value carries its order as `<name>_at`."""
-        columns = []
-        for part in self.parts:
-            if part.how in ("first", "last"):
-                pick, extreme = (F.min_by, F.min) if part.how == "first" else (F.max_by, F.max)
-                columns += [pick(part.value, part.order).alias(part.name), extreme(part.order).alias(f"{part.name}_at")]
-            else:
-                columns.append(_OVER_ROWS[part.how](part.value).alias(part.name))
-        rows = replay if self.rows is None else replay.where(self.rows)
-        return rows.groupBy(*self.keys).agg(*columns)
-
-    def merged(self, parts: DataFrame) -> DataFrame:
-        """Parts of the same keys merged into one row each."""
-        columns = []
-        for part in self.parts:
-            if part.how in ("first", "last"):
-                pick, extreme = (F.min_by, F.min) if part.how == "first" else (F.max_by, F.max)
-                at = f"{part.name}_at"
-                columns += [pick(part.name, at).alias(part.name), extreme(at).alias(at)]
-            else:
-                columns.append(_OVER_PARTS[part.how](part.name).alias(part.name))
-        return parts.groupBy(*self.keys).agg(*columns)
-
-
-_OVER_ROWS = {"sum": F.sum, "count": F.count, "min": F.min, "max": F.max, "any": F.first}
-_OVER_PARTS = {"sum": F.sum, "count": F.sum, "min": F.min, "max": F.max, "any": F.first}
 
 
 def parts_table(aggregate: Mergeable) -> str:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.audit.core.row_checks import RowChecking, remove_files
 from pipeline.audit.file_order import REPLICA_KEY, FileOrderCarry
 from pipeline.audit.kept_replay import ENDS
 from pipeline.audit.producer_arrow import ProducerEnds
@@ -50,13 +51,14 @@ class PartitionFiles:
 
 @dataclass
 class PartitionReplay:
-    """What a partition's replay wrote into its body file (None: nothing, it went on without added rows), and
-    its replicas' last rows and ends."""
+    """What a partition's replay wrote into its body file (None: nothing, it went on without added rows), the
+    findings files of the body's rows (`found`: frame, path, rows), and its replicas' last rows and ends."""
 
     body: tuple[str, int] | None
     tails: pa.Table
     ends: pa.Table
     whole: bool
+    found: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def replay_partition(
@@ -70,38 +72,47 @@ def replay_partition(
     last_segments: dict[tuple, int],
     version_mode: int,
     folder: str,
+    checking: RowChecking | None = None,
 ) -> PartitionReplay:
     """The partition's replay, its body written into a new file in `folder` as the walk hands it out, so that memory
     holds a few record batches whatever the partition's size; `kept_tails` and `kept_ends` are the kept replay's
-    rows of this partition."""
+    rows of this partition. With `checking`, the body's rows are checked as they are written (the row-local
+    frames, pipeline.audit.core.row_checks)."""
     if files.goes_on:
         earlier = ends_of(kept_ends)
         if _may_go_on(earlier, kept_tails, changed_producers):
             with TaskRows() as held:  # on local disk past its bound, as a whole walk's rows are
                 for batch in rows_of(files.paths):
                     held.add(batch)
-                went_on = _go_on(held.table(), replay, schema, earlier, kept_tails, last_segments, version_mode, folder)
+                went_on = _go_on(
+                    held.table(), replay, schema, earlier, kept_tails, last_segments, version_mode, folder, checking
+                )
             if went_on is not None:
                 return went_on
     ends = ReplayEnds()
-    body = BodyFile(folder, schema)
+    body = BodyFile(folder, schema, checking)
     tails = body.write_walk(replay(rows_of(files.every_path), ends=ends))
-    return PartitionReplay(body.close(), tails, ends_table(ends), whole=True)
+    return PartitionReplay(body.close(), tails, ends_table(ends), whole=True, found=body.found)
 
 
 class BodyFile:
-    """A partition's body file: the rows a walk hands out but each replica's last one, which it keeps apart."""
+    """A partition's body file: the rows a walk hands out but each replica's last one, which it keeps apart; with
+    `checking`, the findings of its rows beside it (`found`, once closed)."""
 
-    def __init__(self, folder: str, schema: pa.Schema) -> None:
+    def __init__(self, folder: str, schema: pa.Schema, checking: RowChecking | None = None) -> None:
         files, local = resolve(folder)
         self.name = f"body-{uuid.uuid4().hex}.{COMPRESSION}.parquet"
         self.path = f"{folder.rstrip('/')}/{self.name}"
         self.schema = schema
         self._file = ParquetFile(files, f"{local}/{self.name}", schema)
+        self._findings = None if checking is None else checking.sink()
+        self.found: list[tuple[str, str, int]] = []
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows:
             self._file.add(table)
+            if self._findings is not None:
+                self._findings.add(table)
 
     def write_walk(self, batches: Iterator[pa.RecordBatch]) -> pa.Table:
         """Write a walk's rows; the replicas' last rows (no next entry) are returned instead."""
@@ -116,6 +127,8 @@ class BodyFile:
     def close(self) -> tuple[str, int] | None:
         """The file's path and rows; None when no row was written (and there is no file)."""
         _, rows = self._file.close()
+        if self._findings is not None:
+            self.found = self._findings.close()
         return (self.path, rows) if rows else None
 
 
@@ -140,6 +153,7 @@ def _go_on(
     last_segments: dict[tuple, int],
     version_mode: int,
     folder: str,
+    checking: RowChecking | None,
 ) -> PartitionReplay | None:
     """The added rows replayed from `earlier`; None when the partition must be replayed whole."""
     if added is None:
@@ -156,7 +170,7 @@ def _go_on(
     ends = ReplayEnds(dict(earlier.replicas), ProducerEnds(dict(earlier.producers.carries)))
     moved = np.array([key in first_added for key in tail_keys], dtype=bool)
     followed = _followed(tails.filter(moved), [first_added[key] for key in tail_keys if key in first_added])
-    body = BodyFile(folder, schema)
+    body = BodyFile(folder, schema, checking)
     # the kept last rows first: each comes before its producer's added rows, as the snapshot walk reads them
     body.write(_with_last_segment(followed, last_segments))
     last_rows = body.write_walk(replay(iter(added.to_batches()), earlier=earlier, ends=ends))
@@ -167,9 +181,12 @@ def _go_on(
             or ends.producers.followed_kept_markers(key)
         ):
             _remove(written)
+            remove_files(body.found)
             return None
     kept = tails.filter(pa.array(~moved))
-    return PartitionReplay(written, pa.concat_tables([last_rows, kept]), ends_table(ends), whole=False)
+    return PartitionReplay(
+        written, pa.concat_tables([last_rows, kept]), ends_table(ends), whole=False, found=body.found
+    )
 
 
 def _remove(written: tuple[str, int] | None) -> None:

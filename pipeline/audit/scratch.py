@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from pipeline.arrow_pass import ArrowPass
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
-from pipeline.tables.parquet_sink import stage_pass
+from pipeline.tables.parquet_sink import StagedTable, stage_pass, stage_tables
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,18 @@ class Scratch:
         self._files[name] = [path for path, _ in written]
         return self.read(name)
 
+    def materialise_tables(self, arrow_pass: ArrowPass, schemas: Mapping[str, T.StructType]) -> None:
+        """Materialise several tables from one pass whose function names the table of each record batch it makes
+        (pipeline.tables.parquet_sink.stage_tables); `arrow_pass.schema` is the first table's."""
+        name = next(iter(schemas))
+        self.stats.measure(arrow_pass.rows.mapInArrow(arrow_pass.function, arrow_pass.schema), name)
+        started = time.perf_counter()
+        tables = {table: StagedTable(self.path(table), schema, []) for table, schema in schemas.items()}
+        written = stage_tables(arrow_pass.rows, arrow_pass.function, tables)
+        log.info("audit stage %s written in %.1f s", " and ".join(schemas), time.perf_counter() - started)
+        for table, schema in schemas.items():
+            self.register(table, schema, [path for path, _ in written if f"/{table}/" in path])
+
     def register(self, name: str, schema: T.StructType, paths: list[str]) -> DataFrame:
         """Make the Parquet files `paths`, written elsewhere, table `name`; a scan of it."""
         self._schemas[name] = schema
@@ -82,11 +94,15 @@ class Scratch:
 
         The parts must have the same column names and types.
         """
-        schemas = {s.simpleString(): s for key, s in self._schemas.items() if key.startswith(f"{name}/")}
+        parts = [key for key in self._schemas if key.startswith(f"{name}/")]
+        schemas = {self._schemas[key].simpleString(): self._schemas[key] for key in parts}
         if len(schemas) != 1:
             raise ValueError(f"scratch table {name}: parts with {len(schemas)} different schemas: {sorted(schemas)}")
         (schema,) = schemas.values()
-        return self.spark.read.schema(schema).parquet(self.path(name)).select(*schema.fieldNames())
+        paths = [path for key in parts for path in self._files.get(key, [self.path(key)])]
+        if not paths:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(*paths).select(*schema.fieldNames())
 
     def has(self, name: str) -> bool:
         """Whether table `name` was written in this run."""

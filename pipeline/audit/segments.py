@@ -10,7 +10,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.kept_tables import Mergeable, Part
+from pipeline.audit.core import expr as E
+from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.replay import COMPACTION, TP
 
 NEVER = (1 << 63) - 1  # an offset past every other: the next segment of the last one, a transaction never closed
@@ -22,10 +23,10 @@ def segment_parts() -> Mergeable:
         "segments",
         (*TP, "broker_id", "segment_base_offset", "source_format"),
         (
-            Part("entry_count", "count", F.lit(1)),
-            Part("max_timestamp", "max", F.col("max_timestamp")),
-            Part("is_compacted", "max", F.col("is_compacted")),
-            *[Part(name, "max", F.col(name)) for name in COMPACTION],
+            Part("entry_count", "count", E.lit(1)),
+            Part("max_timestamp", "max", E.col("max_timestamp")),
+            Part("is_compacted", "max", E.col("is_compacted")),
+            *[Part(name, "max", E.col(name)) for name in COMPACTION],
         ),
     )
 

@@ -6,11 +6,10 @@ write constant sequence 0 and are never sequence-checked by the broker (§2.1), 
 
 from __future__ import annotations
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-
 from pipeline.audit.columns import INT32_MAX, next_sequence
 from pipeline.audit.context import AuditContext
+from pipeline.audit.core import expr as E
+from pipeline.audit.core.expr import Expr
 from pipeline.audit.frames import PRODUCER_BATCHES
 from pipeline.audit.registry import Fires, check, rule
 
@@ -166,103 +165,103 @@ TV2_TXN_FIRST_SEQ = rule(
 )
 
 
-def _evidence(**extra: Column) -> dict[str, Column]:
+def _evidence(**extra: Expr) -> dict[str, Expr]:
     return {
-        "base_sequence": F.col("base_sequence"),
-        "last_sequence": F.col("last_sequence"),
-        "state_epoch": F.col("state_epoch"),
+        "base_sequence": E.col("base_sequence"),
+        "last_sequence": E.col("last_sequence"),
+        "state_epoch": E.col("state_epoch"),
         **extra,
     }
 
 
 # The conditions below describe one row of PRODUCER_BATCHES against the state before it (pipeline.audit.replay).
-def _known() -> Column:
-    return F.col("state_epoch").isNotNull()
+def _known() -> Expr:
+    return E.col("state_epoch").isNotNull()
 
 
-def _first_of_run() -> Column:
-    return F.col("run_pos") == 1
+def _first_of_run() -> Expr:
+    return E.col("run_pos") == 1
 
 
-def _starts_nonzero() -> Column:
-    return F.col("base_sequence") != 0
+def _starts_nonzero() -> Expr:
+    return E.col("base_sequence") != 0
 
 
-def _exact() -> Column:
+def _exact() -> Expr:
     """The same (base, last) sequence range as one of the last five batches of the run."""
-    return F.col("exact_in_window")
+    return E.col("exact_in_window")
 
 
-def _overlaps_window() -> Column:
-    return F.col("overlaps_window")
+def _overlaps_window() -> Expr:
+    return E.col("overlaps_window")
 
 
-def _behind() -> Column:
-    return F.col("u_base") <= F.col("position_before")
+def _behind() -> Expr:
+    return E.col("u_base") <= E.col("position_before")
 
 
-def _in_run() -> Column:
-    return F.col("seq_row") & ~_first_of_run()
+def _in_run() -> Expr:
+    return E.col("seq_row") & ~_first_of_run()
 
 
-def _gap() -> Column:
-    return _in_run() & ~_exact() & ~_behind() & (F.col("u_base") != F.col("position_before") + 1)
+def _gap() -> Expr:
+    return _in_run() & ~_exact() & ~_behind() & (E.col("u_base") != E.col("position_before") + 1)
 
 
-def _backwards() -> Column:
-    return _in_run() & ~_exact() & _behind() & ~_overlaps_window() & (F.col("u_base") < F.col("min_base_before"))
+def _backwards() -> Expr:
+    return _in_run() & ~_exact() & _behind() & ~_overlaps_window() & (E.col("u_base") < E.col("min_base_before"))
 
 
-def _tv2_first() -> Column:
+def _tv2_first() -> Expr:
     """The first batch of a transaction of a TV2 producer."""
-    return F.col("is_tv2") & F.col("is_transactional") & ~F.col("txn_open")
+    return E.col("is_tv2") & E.col("is_transactional") & ~E.col("txn_open")
 
 
-def _expected() -> Column:
-    return next_sequence(F.col("position_before") % F.lit(INT32_MAX + 1))
+def _expected() -> Expr:
+    return next_sequence(E.col("position_before") % E.lit(INT32_MAX + 1))
 
 
-def _original_offset() -> Column:
-    return F.col("original_offset")
+def _original_offset() -> Expr:
+    return E.col("original_offset")
 
 
-def _cleaned_away() -> Column:
+def _cleaned_away() -> Expr:
     """A forward gap the cleaner made: the batch lies at or below its compacted partition's cleaner checkpoint, so
     every batch missing before it was in the cleaned part of the log."""
-    return _gap() & F.col("is_compacted") & (F.col("base_offset") <= F.col("cleaner_offset"))
+    return _gap() & E.col("is_compacted") & (E.col("base_offset") <= E.col("cleaner_offset"))
 
 
 @check(OUT_OF_ORDER, on=PRODUCER_BATCHES)
 def out_of_order(ctx: AuditContext) -> Fires:
     return Fires(
-        (_gap() | _backwards()) & ~F.col("state_expired"),
-        F.format_string(
+        (_gap() | _backwards()) & ~E.col("state_expired"),
+        E.format_string(
             "sequence %d follows %d (expected %d) for producer %d epoch %d",
-            F.col("base_sequence"),
-            F.col("prev_last_sequence"),
+            E.col("base_sequence"),
+            E.col("prev_last_sequence"),
             _expected(),
-            F.col("producer_id"),
-            F.col("producer_epoch"),
+            E.col("producer_id"),
+            E.col("producer_epoch"),
         ),
         _evidence(
             expected_sequence=_expected(),
-            previous_offset=F.col("prev_run_offset"),
-            previous_last=F.col("prev_last_sequence"),
+            previous_offset=E.col("prev_run_offset"),
+            previous_last=E.col("prev_last_sequence"),
         ),
-        severity=F.when(F.coalesce(_cleaned_away(), F.lit(False)), F.lit("INFO")).otherwise(F.lit("ERROR")),
+        severity=E.when(E.coalesce(_cleaned_away(), E.lit(False)), E.lit("INFO")).otherwise(E.lit("ERROR")),
     )
 
 
 @check(RESUME_AFTER_EXPIRY, on=PRODUCER_BATCHES)
 def resume_after_expiry(ctx: AuditContext) -> Fires:
-    silence = F.col("max_timestamp") - F.col("prev_timestamp")
+    silence = E.col("max_timestamp") - E.col("prev_timestamp")
     return Fires(
-        F.col("seq_row") & F.col("state_expired") & _starts_nonzero() & (_gap() | _backwards() | _first_of_run()),
-        F.format_string(
+        E.col("seq_row") & E.col("state_expired") & _starts_nonzero() & (_gap() | _backwards() | _first_of_run()),
+        E.format_string(
             "producer %d resumed after %d ms of silence at sequence %d",
-            F.col("producer_id"),
+            E.col("producer_id"),
             silence,
-            F.col("base_sequence"),
+            E.col("base_sequence"),
         ),
         _evidence(silence_ms=silence),
     )
@@ -270,13 +269,13 @@ def resume_after_expiry(ctx: AuditContext) -> Fires:
 
 @check(NOT_ZERO_AFTER_EMPTY_WINDOW, on=PRODUCER_BATCHES)
 def not_zero_after_empty_window(ctx: AuditContext) -> Fires:
-    window_cleared = F.col("seq_row") & _first_of_run() & _known() & (F.col("producer_epoch") == F.col("state_epoch"))
+    window_cleared = E.col("seq_row") & _first_of_run() & _known() & (E.col("producer_epoch") == E.col("state_epoch"))
     return Fires(
-        window_cleared & _starts_nonzero() & ~F.col("state_expired") & (F.col("run_first_pid_row") > 1) & ~_tv2_first(),
-        F.format_string(
+        window_cleared & _starts_nonzero() & ~E.col("state_expired") & (E.col("run_first_pid_row") > 1) & ~_tv2_first(),
+        E.format_string(
             "first batch at epoch %d after the window was cleared starts at sequence %d, not 0",
-            F.col("producer_epoch"),
-            F.col("base_sequence"),
+            E.col("producer_epoch"),
+            E.col("base_sequence"),
         ),
         _evidence(),
     )
@@ -284,14 +283,14 @@ def not_zero_after_empty_window(ctx: AuditContext) -> Fires:
 
 @check(NOT_ZERO_ON_NEW_EPOCH, on=PRODUCER_BATCHES)
 def not_zero_on_new_epoch(ctx: AuditContext) -> Fires:
-    new_epoch = F.col("seq_row") & _first_of_run() & _known() & (F.col("producer_epoch") > F.col("state_epoch"))
+    new_epoch = E.col("seq_row") & _first_of_run() & _known() & (E.col("producer_epoch") > E.col("state_epoch"))
     return Fires(
-        new_epoch & _starts_nonzero() & ~F.col("state_expired") & ~_tv2_first(),
-        F.format_string(
+        new_epoch & _starts_nonzero() & ~E.col("state_expired") & ~_tv2_first(),
+        E.format_string(
             "epoch %d -> %d but the new epoch starts at sequence %d, not 0",
-            F.col("state_epoch"),
-            F.col("producer_epoch"),
-            F.col("base_sequence"),
+            E.col("state_epoch"),
+            E.col("producer_epoch"),
+            E.col("base_sequence"),
         ),
         _evidence(),
     )
@@ -300,13 +299,13 @@ def not_zero_on_new_epoch(ctx: AuditContext) -> Fires:
 @check(TV2_TXN_FIRST_SEQ, on=PRODUCER_BATCHES)
 def tv2_txn_first_seq(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("seq_row") & _first_of_run() & _known() & _tv2_first() & _starts_nonzero() & ~F.col("state_expired"),
-        F.format_string(
+        E.col("seq_row") & _first_of_run() & _known() & _tv2_first() & _starts_nonzero() & ~E.col("state_expired"),
+        E.format_string(
             "TV2 transaction at epoch %d starts at sequence %d, not 0",
-            F.col("producer_epoch"),
-            F.col("base_sequence"),
+            E.col("producer_epoch"),
+            E.col("base_sequence"),
         ),
-        _evidence(transaction_version=F.col("transaction_version")),
+        _evidence(transaction_version=E.col("transaction_version")),
     )
 
 
@@ -314,47 +313,47 @@ def tv2_txn_first_seq(ctx: AuditContext) -> Fires:
 def duplicate_batch(ctx: AuditContext) -> Fires:
     return Fires(
         _in_run() & _exact(),
-        F.format_string(
+        E.format_string(
             "sequences %d..%d of producer %d epoch %d already written at offset %d",
-            F.col("base_sequence"),
-            F.col("last_sequence"),
-            F.col("producer_id"),
-            F.col("producer_epoch"),
+            E.col("base_sequence"),
+            E.col("last_sequence"),
+            E.col("producer_id"),
+            E.col("producer_epoch"),
             _original_offset(),
         ),
         _evidence(original_offset=_original_offset()),
-        severity=F.when(F.col("state_expired"), F.lit("WARN")).otherwise(F.lit(DUPLICATE_BATCH.severity)),
+        severity=E.when(E.col("state_expired"), E.lit("WARN")).otherwise(E.lit(DUPLICATE_BATCH.severity)),
     )
 
 
 @check(OVERLAPPING_RANGE, on=PRODUCER_BATCHES)
 def overlapping_range(ctx: AuditContext) -> Fires:
     return Fires(
-        _in_run() & ~_exact() & _behind() & (_overlaps_window() | (F.col("u_base") >= F.col("min_base_before"))),
-        F.format_string(
+        _in_run() & ~_exact() & _behind() & (_overlaps_window() | (E.col("u_base") >= E.col("min_base_before"))),
+        E.format_string(
             "sequences %d..%d overlap sequences already written for producer %d epoch %d",
-            F.col("base_sequence"),
-            F.col("last_sequence"),
-            F.col("producer_id"),
-            F.col("producer_epoch"),
+            E.col("base_sequence"),
+            E.col("last_sequence"),
+            E.col("producer_id"),
+            E.col("producer_epoch"),
         ),
-        _evidence(highest_sequence_written=F.col("position_before") % F.lit(INT32_MAX + 1)),
-        severity=F.when(_overlaps_window(), F.lit("CRITICAL")).otherwise(F.lit("ERROR")),
+        _evidence(highest_sequence_written=E.col("position_before") % E.lit(INT32_MAX + 1)),
+        severity=E.when(_overlaps_window(), E.lit("CRITICAL")).otherwise(E.lit("ERROR")),
     )
 
 
 @check(FIRST_SEEN_NONZERO, on=PRODUCER_BATCHES)
 def first_seen_nonzero(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("seq_row")
+        E.col("seq_row")
         & _first_of_run()
         & _starts_nonzero()
-        & (~_known() | (F.col("run_first_pid_row") == 1))
-        & ~F.col("state_expired"),
-        F.format_string(
+        & (~_known() | (E.col("run_first_pid_row") == 1))
+        & ~E.col("state_expired"),
+        E.format_string(
             "first retained batch of producer %d starts at sequence %d",
-            F.col("producer_id"),
-            F.col("base_sequence"),
+            E.col("producer_id"),
+            E.col("base_sequence"),
         ),
         _evidence(),
     )
@@ -363,13 +362,13 @@ def first_seen_nonzero(ctx: AuditContext) -> Fires:
 @check(SEQUENCE_WRAP, on=PRODUCER_BATCHES)
 def sequence_wrap(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("seq_row")
+        E.col("seq_row")
         & (
-            (F.col("wrap_inside") == 1)
-            | ((F.col("base_sequence") == 0) & (F.col("prev_last_sequence") == F.lit(INT32_MAX)))
+            (E.col("wrap_inside") == 1)
+            | ((E.col("base_sequence") == 0) & (E.col("prev_last_sequence") == E.lit(INT32_MAX)))
         ),
-        F.format_string(
-            "sequence of producer %d wraps past 2147483647 at offset %d", F.col("producer_id"), F.col("base_offset")
+        E.format_string(
+            "sequence of producer %d wraps past 2147483647 at offset %d", E.col("producer_id"), E.col("base_offset")
         ),
         _evidence(),
     )

@@ -15,8 +15,11 @@ from functools import partial
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
+from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.core.row_checks import checked_pass, row_local_frames
 from pipeline.audit.hanging import transaction_causes
 from pipeline.audit.kept_coordinator import coordinator_records
 from pipeline.audit.kept_tables import kept_parts, parts_table
@@ -44,6 +47,15 @@ from pipeline.audit.visibility import (
 from pipeline.tables.files_per_partition import FileGroup
 
 
+def _checked_replay(replay: ArrowPass, ctx: AuditContext, scratch: Scratch) -> DataFrame:
+    """The `replay` table, its tasks checking its rows on the row-local frames as they write them
+    (`row_findings/<frame>`)."""
+    frames = row_local_frames(ctx, replay.schema, replay.rows.sparkSession)
+    schemas = {"replay": replay.schema, **{f"row_findings/{f.frame}": from_arrow_schema(f.schema) for f in frames}}
+    scratch.materialise_tables(checked_pass(replay, frames), schemas)
+    return scratch.read("replay")
+
+
 def build_state(
     batches: DataFrame,
     side: dict[str, DataFrame | None],
@@ -64,10 +76,12 @@ def build_state(
     checkpoints = side.get("checkpoints")
     transaction_log = side.get("transaction_log")
     if batch_files and keeping is not None:
-        replayed, units = replay_kept(batches, batch_files, settings, transaction_log, checkpoints, scratch, keeping)
+        replayed, units = replay_kept(
+            batches, batch_files, settings, transaction_log, checkpoints, scratch, keeping, ctx
+        )
         audited = scratch.read("replica_facts")  # a row per audited replica, which the replay's tasks read
     else:
-        replayed = scratch.materialise_pass(replay_pass(batches, settings, transaction_log, checkpoints), "replay")
+        replayed = _checked_replay(replay_pass(batches, settings, transaction_log, checkpoints), ctx, scratch)
         units = [ReplayUnit((path,)) for path in scratch.files("replay")]
         audited = replayed
     producer_batches = replayed.where(F.col("is_producer_row"))

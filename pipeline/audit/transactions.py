@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.columns import accepted_data, cleared_after, epoch_bumping_marker
 from pipeline.audit.context import AuditContext
+from pipeline.audit.core import expr as E
+from pipeline.audit.core.expr import Expr
+from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.frames import PRODUCER_BATCHES
-from pipeline.audit.kept_tables import Mergeable, Part
 from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP_PID
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
@@ -127,30 +129,30 @@ COMMIT_THEN_ABORT_SAME_EPOCH = rule(
 )
 
 
-def _marker_type(column: str = "control_type") -> Column:
-    return F.when(F.col(column) == CONTROL_COMMIT, F.lit("COMMIT")).when(F.col(column) == CONTROL_ABORT, F.lit("ABORT"))
+def _marker_type(column: str = "control_type") -> Expr:
+    return E.when(E.col(column) == CONTROL_COMMIT, E.lit("COMMIT")).when(E.col(column) == CONTROL_ABORT, E.lit("ABORT"))
 
 
-def _txn_data() -> Column:
-    return F.col("is_data") & F.col("is_transactional")
+def _txn_data() -> Expr:
+    return E.col("is_data") & E.col("is_transactional")
 
 
-def _plain_data() -> Column:
-    return F.col("is_data") & ~F.col("is_transactional")
+def _plain_data() -> Expr:
+    return E.col("is_data") & ~E.col("is_transactional")
 
 
-def _open_evidence() -> dict[str, Column]:
-    return {"transaction_first_offset": F.col("txn_first_offset"), "transaction_epoch": F.col("txn_max_epoch")}
+def _open_evidence() -> dict[str, Expr]:
+    return {"transaction_first_offset": E.col("txn_first_offset"), "transaction_epoch": E.col("txn_max_epoch")}
 
 
 @check(NON_TXN_IN_OPEN_TXN, on=PRODUCER_BATCHES)
 def non_txn_in_open_txn(ctx: AuditContext) -> Fires:
     return Fires(
-        _plain_data() & F.col("txn_open"),
-        F.format_string(
+        _plain_data() & E.col("txn_open"),
+        E.format_string(
             "non-transactional batch of producer %d inside its transaction open since offset %d",
-            F.col("producer_id"),
-            F.col("txn_first_offset"),
+            E.col("producer_id"),
+            E.col("txn_first_offset"),
         ),
         _open_evidence(),
     )
@@ -159,12 +161,12 @@ def non_txn_in_open_txn(ctx: AuditContext) -> Fires:
 @check(TRANSACTIONS_MERGED, on=PRODUCER_BATCHES)
 def transactions_merged(ctx: AuditContext) -> Fires:
     return Fires(
-        _txn_data() & F.col("txn_open") & (F.col("producer_epoch") > F.col("txn_max_epoch")),
-        F.format_string(
+        _txn_data() & E.col("txn_open") & (E.col("producer_epoch") > E.col("txn_max_epoch")),
+        E.format_string(
             "epoch %d data joins the transaction open since offset %d at epoch %d",
-            F.col("producer_epoch"),
-            F.col("txn_first_offset"),
-            F.col("txn_max_epoch"),
+            E.col("producer_epoch"),
+            E.col("txn_first_offset"),
+            E.col("txn_max_epoch"),
         ),
         _open_evidence(),
     )
@@ -173,22 +175,22 @@ def transactions_merged(ctx: AuditContext) -> Fires:
 @check(EMPTY_TRANSACTION_MARKER, on=PRODUCER_BATCHES)
 def empty_transaction_marker(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("is_marker") & ~F.col("txn_open"),
-        F.format_string("%s marker of producer %d closes no open transaction", _marker_type(), F.col("producer_id")),
-        {"marker": _marker_type(), "coordinator_epoch": F.col("coordinator_epoch")},
+        E.col("is_marker") & ~E.col("txn_open"),
+        E.format_string("%s marker of producer %d closes no open transaction", _marker_type(), E.col("producer_id")),
+        {"marker": _marker_type(), "coordinator_epoch": E.col("coordinator_epoch")},
     )
 
 
 @check(COORDINATOR_EPOCH_REGRESSION, on=PRODUCER_BATCHES)
 def coordinator_epoch_regression(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("is_marker") & (F.col("coordinator_epoch") < F.col("state_coordinator_epoch")),
-        F.format_string(
-            "marker coordinator epoch %d after %d", F.col("coordinator_epoch"), F.col("state_coordinator_epoch")
+        E.col("is_marker") & (E.col("coordinator_epoch") < E.col("state_coordinator_epoch")),
+        E.format_string(
+            "marker coordinator epoch %d after %d", E.col("coordinator_epoch"), E.col("state_coordinator_epoch")
         ),
         {
-            "coordinator_epoch": F.col("coordinator_epoch"),
-            "previous_coordinator_epoch": F.col("state_coordinator_epoch"),
+            "coordinator_epoch": E.col("coordinator_epoch"),
+            "previous_coordinator_epoch": E.col("state_coordinator_epoch"),
         },
     )
 
@@ -196,14 +198,14 @@ def coordinator_epoch_regression(ctx: AuditContext) -> Fires:
 @check(LONG_TRANSACTION, on=PRODUCER_BATCHES)
 def long_transaction(ctx: AuditContext) -> Fires:
     limit = ctx.settings.transaction_max_timeout_ms + COORDINATOR_CLEANUP_INTERVAL_MS
-    duration = F.col("max_timestamp") - F.col("txn_start_timestamp")
+    duration = E.col("max_timestamp") - E.col("txn_start_timestamp")
     return Fires(
-        F.col("is_marker") & F.col("txn_open") & (F.col("control_type") == CONTROL_COMMIT) & (duration > limit),
-        F.format_string(
+        E.col("is_marker") & E.col("txn_open") & (E.col("control_type") == CONTROL_COMMIT) & (duration > limit),
+        E.format_string(
             "transaction from offset %d committed after %d ms (limit %d ms)",
-            F.col("txn_first_offset"),
+            E.col("txn_first_offset"),
             duration,
-            F.lit(limit),
+            E.lit(limit),
         ),
         {**_open_evidence(), "duration_ms": duration},
     )
@@ -211,33 +213,33 @@ def long_transaction(ctx: AuditContext) -> Fires:
 
 @check(PID_MIXED_MODES, on=PRODUCER_BATCHES)
 def pid_mixed_modes(ctx: AuditContext) -> Fires:
-    seen_txn = F.coalesce(F.col("seen_txn_data"), F.lit(False))
-    seen_plain = F.coalesce(F.col("seen_plain_data"), F.lit(False))
+    seen_txn = E.coalesce(E.col("seen_txn_data"), E.lit(False))
+    seen_plain = E.coalesce(E.col("seen_plain_data"), E.lit(False))
     return Fires(
         (_txn_data() & ~seen_txn & seen_plain) | (_plain_data() & ~seen_plain & seen_txn),
-        F.format_string(
+        E.format_string(
             "producer %d writes %s batches after %s ones",
-            F.col("producer_id"),
-            F.when(F.col("is_transactional"), F.lit("transactional")).otherwise(F.lit("non-transactional")),
-            F.when(F.col("is_transactional"), F.lit("non-transactional")).otherwise(F.lit("transactional")),
+            E.col("producer_id"),
+            E.when(E.col("is_transactional"), E.lit("transactional")).otherwise(E.lit("non-transactional")),
+            E.when(E.col("is_transactional"), E.lit("non-transactional")).otherwise(E.lit("transactional")),
         ),
-        {"is_transactional": F.col("is_transactional")},
+        {"is_transactional": E.col("is_transactional")},
     )
 
 
 @check(COMMIT_THEN_ABORT_SAME_EPOCH, on=PRODUCER_BATCHES)
 def commit_then_abort_same_epoch(ctx: AuditContext) -> Fires:
     return Fires(
-        F.col("is_tv2")
-        & F.col("is_marker")
-        & F.coalesce(F.col("prev_is_marker"), F.lit(False))
-        & (F.col("prev_epoch") == F.col("producer_epoch"))
-        & (F.col("prev_control_type") != F.col("control_type")),
-        F.format_string(
+        E.col("is_tv2")
+        & E.col("is_marker")
+        & E.coalesce(E.col("prev_is_marker"), E.lit(False))
+        & (E.col("prev_epoch") == E.col("producer_epoch"))
+        & (E.col("prev_control_type") != E.col("control_type")),
+        E.format_string(
             "%s after %s at the same epoch %d",
             _marker_type(),
             _marker_type("prev_control_type"),
-            F.col("producer_epoch"),
+            E.col("producer_epoch"),
         ),
         {"marker": _marker_type(), "previous_marker": _marker_type("prev_control_type")},
     )
@@ -246,14 +248,14 @@ def commit_then_abort_same_epoch(ctx: AuditContext) -> Fires:
 def transaction_parts() -> Mergeable:
     """The transactions' aggregate of the producer rows, by (topic, partition, producer id, group): the
     transactional data of a marker group plus the marker that closes it (at most one per group)."""
-    txn_data = F.col("is_data") & F.col("is_transactional")
-    marker = F.col("is_marker")
+    txn_data = E.col("is_data") & E.col("is_transactional")
+    marker = E.col("is_marker")
 
-    def data(column: str) -> Column:
-        return F.when(txn_data, F.col(column))
+    def data(column: str) -> Expr:
+        return E.when(txn_data, E.col(column))
 
     def at_marker(name: str, column: str) -> Part:
-        return Part(name, "max", F.when(marker, F.col(column)))
+        return Part(name, "max", E.when(marker, E.col(column)))
 
     # The version is one per producer (the replay's conclusion over its rows), so grouping by it is taking it; a
     # first() of this text would make Spark sort every row to aggregate them instead of hashing them.
@@ -274,9 +276,9 @@ def transaction_parts() -> Mergeable:
             Part("record_count", "sum", data("record_count")),
             Part("start_timestamp", "first", data("max_timestamp"), data("base_offset")),
             Part("last_data_timestamp", "max", data("max_timestamp")),
-            Part("broker_id", "any", F.col("broker_id")),
+            Part("broker_id", "any", E.col("broker_id")),
         ),
-        rows=F.col("is_producer_row") & (txn_data | marker),
+        rows=E.col("is_producer_row") & (txn_data | marker),
     )
 
 
@@ -337,29 +339,29 @@ def build_transactions(replayed: DataFrame) -> DataFrame:
 
 def producer_state_parts() -> Mergeable:
     """The producer state's aggregate of the producer rows, by (topic, partition, producer id)."""
-    order = F.col("base_offset")
+    order = E.col("base_offset")
     accepted = accepted_data()
-    group_open = F.when(F.col("is_marker"), F.lit(None)).otherwise(
-        F.coalesce(F.col("txn_first_offset"), F.when(F.col("is_data") & F.col("is_transactional"), order))
+    group_open = E.when(E.col("is_marker"), E.lit(None)).otherwise(
+        E.coalesce(E.col("txn_first_offset"), E.when(E.col("is_data") & E.col("is_transactional"), order))
     )
     # By the version, one per producer, as the transactions: aggregated by hash, not by sorting the rows.
     return Mergeable(
         "producer_state",
         (*TP_PID, "transaction_version"),
         (
-            Part("producer_epoch", "max", F.col("producer_epoch")),
+            Part("producer_epoch", "max", E.col("producer_epoch")),
             Part("first_offset", "min", order),
-            Part("accepted_sequence", "last", F.when(accepted, F.col("last_sequence")), F.when(accepted, order)),
-            Part("last_bump", "max", F.when(epoch_bumping_marker(), order)),
-            Part("last_offset", "max", F.when(F.col("is_data"), F.col("last_offset"))),
-            Part("last_timestamp", "last", F.col("max_timestamp"), order),
-            Part("coordinator_epoch", "max", F.when(F.col("is_marker"), F.col("coordinator_epoch"))),
+            Part("accepted_sequence", "last", E.when(accepted, E.col("last_sequence")), E.when(accepted, order)),
+            Part("last_bump", "max", E.when(epoch_bumping_marker(), order)),
+            Part("last_offset", "max", E.when(E.col("is_data"), E.col("last_offset"))),
+            Part("last_timestamp", "last", E.col("max_timestamp"), order),
+            Part("coordinator_epoch", "max", E.when(E.col("is_marker"), E.col("coordinator_epoch"))),
             Part("current_txn_start_offset", "last", group_open, order),
-            Part("batch_count", "count", F.lit(1)),
-            Part("is_transactional", "max", F.col("is_transactional")),
-            Part("broker_id", "any", F.col("broker_id")),
+            Part("batch_count", "count", E.lit(1)),
+            Part("is_transactional", "max", E.col("is_transactional")),
+            Part("broker_id", "any", E.col("broker_id")),
         ),
-        rows=F.col("is_producer_row"),
+        rows=E.col("is_producer_row"),
     )
 
 

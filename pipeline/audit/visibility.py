@@ -12,7 +12,8 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext
 from pipeline.audit.frames import OPEN_TRANSACTIONS, PARTITIONS
-from pipeline.audit.kept_tables import Mergeable, Part
+from pipeline.audit.core import expr as E
+from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import COMPACTION, TP
 from pipeline.audit.segments import partition_facts
@@ -197,18 +198,18 @@ def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFr
 def partition_producer_parts() -> Mergeable:
     """Per (partition, producer id) of the replay: its retained offsets, batches, data records and transactional
     batches."""
-    readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
-    data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))
+    readable = E.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
+    data = readable & ~E.coalesce(E.col("is_control"), E.lit(False))
     return Mergeable(
         "partition_producers",
         (*TP, "producer_id"),
         (
-            Part("first_retained_offset", "min", F.when(readable, F.col("base_offset"))),
-            Part("last_offset", "max", F.when(readable, F.col("last_offset"))),
-            Part("batch_count", "count", F.when(readable, F.lit(1))),
-            Part("record_count", "sum", F.when(data, F.col("record_count"))),
-            Part("transactional_batches", "count", F.when(F.col("is_transactional"), F.lit(1))),
-            Part("broker_id", "any", F.col("broker_id")),
+            Part("first_retained_offset", "min", E.when(readable, E.col("base_offset"))),
+            Part("last_offset", "max", E.when(readable, E.col("last_offset"))),
+            Part("batch_count", "count", E.when(readable, E.lit(1))),
+            Part("record_count", "sum", E.when(data, E.col("record_count"))),
+            Part("transactional_batches", "count", E.when(E.col("is_transactional"), E.lit(1))),
+            Part("broker_id", "any", E.col("broker_id")),
         ),
     )
 

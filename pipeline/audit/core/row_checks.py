@@ -1,0 +1,198 @@
+"""The checks of the row-local frames, evaluated inside the replay's tasks on the rows they hand out.
+
+A row-local frame's findings depend on its replay row alone (pipeline.audit.registry.Frame.row_local), so the task
+that replays a partition holds everything they need: it evaluates their checks (written as row expressions,
+pipeline.audit.core.expr) on each record batch of the walk and writes the findings beside the replay. The findings
+are those `explode_findings` makes of the same checks in a Spark plan, column for column (tests/test_row_checks.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pipeline.arrow_pass import ArrowPass
+from pipeline.audit.columns import FINDING_FIELDS, LOCATION, explode_findings
+from pipeline.audit.core.expr import Expr, Rows, as_array, col, lit
+from pipeline.audit.registry import CHECKS, FRAMES, Fires, Rule
+from pipeline.sources.filesystems import resolve
+from pipeline.tables.parquet_sink import COMPRESSION, ParquetFile
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """One check as the task evaluates it: its rule's code, name and severity, and what it returned."""
+
+    code: str
+    name: str
+    severity: str
+    fires: Fires
+
+    @classmethod
+    def of(cls, rule: Rule, fires: Fires) -> RowCheck:
+        parts = [fires.when, fires.message, *fires.evidence.values(), fires.severity, fires.producer_epoch]
+        if not all(part is None or isinstance(part, Expr) for part in parts):
+            raise TypeError(f"{rule.code}: a check on a row-local frame is written as row expressions")
+        return cls(rule.code, rule.name, rule.severity, fires)
+
+
+@dataclass(frozen=True)
+class FrameChecks:
+    """A row-local frame's checks, the rows it holds (`rows`: all of them when None) and its findings' schema."""
+
+    frame: str
+    rows: Expr | None
+    checks: tuple[RowCheck, ...]
+    schema: pa.Schema
+
+    def findings(self, batch: Rows) -> pa.Table:
+        """The findings of the checks on the rows of `batch` the frame holds."""
+        if self.rows is not None:
+            batch = batch.filter(pc.fill_null(as_array(self.rows.evaluate(batch), batch.num_rows), False))
+        tables = []
+        for check in self.checks:
+            fired = pc.fill_null(as_array(check.fires.when.evaluate(batch), batch.num_rows), False)
+            if pc.any(fired).as_py():
+                tables.append(_findings(check, batch.filter(fired), self.schema))
+        return pa.concat_tables(tables) if tables else self.schema.empty_table()
+
+
+# the rows each row-local frame holds (pipeline.audit.frames): every replay row, or those with producer state
+FRAME_ROWS: Mapping[str, Expr | None] = {"batches": None, "producer_batches": col("is_producer_row")}
+
+
+def row_local_frames(ctx, replay_schema: T.StructType, spark: SparkSession) -> tuple[FrameChecks, ...]:
+    """Every row-local frame with checks, each check's expressions built once on the driver for the tasks."""
+    frames = []
+    for name, checks in CHECKS.items():
+        if not (checks and FRAMES[name].row_local):
+            continue
+        evaluated = [(check.rule, check.function(ctx)) for check in checks]
+        row_checks = tuple(RowCheck.of(rule, fires) for rule, fires in evaluated)
+        frames.append(FrameChecks(name, FRAME_ROWS[name], row_checks, findings_schema(spark, replay_schema, evaluated)))
+    return tuple(frames)
+
+
+def findings_schema(spark: SparkSession, replay_schema: T.StructType, checks: list[tuple[Rule, Fires]]) -> pa.Schema:
+    """The schema `explode_findings` gives the same checks on the replay (analysed on the driver, no job)."""
+    empty: DataFrame = spark.createDataFrame([], replay_schema)
+    return to_arrow_schema(explode_findings(empty, checks).schema)
+
+
+def _findings(check: RowCheck, rows: Rows, schema: pa.Schema) -> pa.Table:
+    """The finding of `check` on each of `rows`, where it fired."""
+    count = rows.num_rows
+    fires = check.fires
+
+    def values(expr: Expr, field: str) -> pa.Array:
+        return as_array(expr.evaluate(rows), count).cast(schema.field(field).type)
+
+    columns = {field: values(col(source), field) for field, source in LOCATION.items()}
+    columns["rule_code"] = pa.array([check.code] * count, pa.string())
+    columns["rule_name"] = pa.array([check.name] * count, pa.string())
+    columns["severity"] = values(fires.severity if fires.severity is not None else lit(check.severity), "severity")
+    columns["producer_epoch"] = values(fires.producer_epoch or col("producer_epoch"), "producer_epoch")
+    columns["message"] = values(fires.message, "message")
+    columns["evidence"] = _evidence(fires.evidence, rows, count, schema.field("evidence").type)
+    return pa.table([columns[name] for name in FINDING_FIELDS], schema=schema)
+
+
+def _evidence(evidence: Mapping[str, Expr], rows: Rows, count: int, map_type: pa.DataType) -> pa.Array:
+    """Each row's evidence map: its keys in order, each value as text ("null" for a null, as `as_text` gives)."""
+    keys = list(evidence)
+    texts = [pc.fill_null(as_array(value.evaluate(rows), count).cast(pa.string()), "null") for value in evidence.values()]
+    offsets = pa.array([index * len(keys) for index in range(count + 1)], pa.int32())
+    if not keys:
+        return pa.MapArray.from_arrays(offsets, pa.array([], pa.string()), pa.array([], pa.string()), type=map_type)
+    flat_keys = pa.array(keys * count, pa.string())
+    flat_values = pc.take(pa.concat_arrays(texts), _interleaved(len(keys), count)) if count else pa.array([], pa.string())
+    return pa.MapArray.from_arrays(offsets, flat_keys, flat_values, type=map_type)
+
+
+def _interleaved(width: int, count: int) -> pa.Array:
+    """Indices that turn `width` columns of `count` values, one after another, into rows of `width` values."""
+    return pa.array([column * count + row for row in range(count) for column in range(width)], pa.int64())
+
+
+@dataclass(frozen=True)
+class RowChecking:
+    """What a replay task checks its rows with (`frames`) and where it writes their findings (`folder`)."""
+
+    frames: tuple[FrameChecks, ...]
+    folder: str
+
+    def sink(self) -> RowFindings:
+        return RowFindings(self.frames, self.folder)
+
+
+def findings_of(frames: tuple[FrameChecks, ...], rows: Rows) -> Iterator[tuple[str, pa.Table]]:
+    """Each frame's findings on `rows`, for the frames with any."""
+    if rows.num_rows == 0:
+        return
+    for frame in frames:
+        found = frame.findings(rows)
+        if found.num_rows:
+            yield frame.frame, found
+
+
+class RowFindings:
+    """The findings of the row-local frames over the rows a task writes, streamed into one new file per frame under
+    `folder` (`frame=<name>/`), so that memory holds a row group of them whatever their number."""
+
+    def __init__(self, frames: tuple[FrameChecks, ...], folder: str) -> None:
+        files, local = resolve(folder)
+        self._frames = frames
+        self._folder = folder.rstrip("/")
+        self._files = {
+            frame.frame: ParquetFile(files, f"{local}/frame={frame.frame}/{_name()}", frame.schema) for frame in frames
+        }
+
+    def add(self, rows: Rows) -> None:
+        for frame, found in findings_of(self._frames, rows):
+            self._files[frame].add(found)
+
+    def close(self) -> list[tuple[str, str, int]]:
+        """(frame, path, rows) of each file written: a frame without findings has none."""
+        written = []
+        for name, file in self._files.items():
+            path, rows = file.close()
+            if rows:
+                written.append((name, f"{self._folder}/frame={name}/{path.rpartition('/')[2]}", rows))
+        return written
+
+
+def _name() -> str:
+    return f"part-{uuid.uuid4().hex}.{COMPRESSION}.parquet"
+
+
+def remove_files(written: list[tuple[str, str, int]]) -> None:
+    """Delete the findings files of rows whose replay was given up (a whole replay follows)."""
+    for _, path, _ in written:
+        files, local = resolve(path)
+        files.delete_file(local)
+
+
+def checked_pass(replay: ArrowPass, frames: tuple[FrameChecks, ...]) -> ArrowPass:
+    """The replay pass whose tasks also check each row they hand out: its function names the table of each record
+    batch (`replay`, `row_findings/<frame>`), for Scratch.materialise_tables."""
+    return ArrowPass(replay.rows, partial(_checked, replay.function, frames), replay.schema)
+
+
+def _checked(
+    function: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    frames: tuple[FrameChecks, ...],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[tuple[str, pa.RecordBatch]]:
+    for batch in function(batches):
+        yield "replay", batch
+        for frame, found in findings_of(frames, batch):
+            for piece in found.to_batches():
+                yield f"row_findings/{frame}", piece
