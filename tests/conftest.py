@@ -22,7 +22,7 @@ SHARED_FIXTURES = {
     "test_producer_kernel.py": "generated_logs",
     "test_replay_files.py": "generated_logs",
     "test_snapshot_states.py": "generated_logs",
-    "test_row_checks.py": "generated_logs",
+    "test_task_outputs.py": "generated_logs",
 }
 # Files (or groups of SHARED_FIXTURES) that take half a minute or more, with about how many seconds on 2 busy
 # cores. They are handed out first, longest first, so that the workers end on short files and together, not one

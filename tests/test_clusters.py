@@ -5,6 +5,8 @@ In one warehouse a run replaces the (cluster, topic) pairs it audited only, and 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -16,6 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 from logbuilder import PartitionLog
 
 from pipeline.audit.engine import run_audit
+from pipeline.cli import main
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
@@ -180,6 +183,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return completed
 
 
+def _in_process(*args: str) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(list(args)) in (0, 1)
+
+
 def _per_cluster(warehouse: Path) -> dict[str, Counter]:
     """Rows per cluster of the counted tables, as a user counts them."""
     tables = {table: DeltaTable(str(warehouse / table)).to_pyarrow_table(columns=["cluster_id"]) for table in COUNTED}
@@ -220,25 +228,26 @@ def _as_the_release_before(warehouse: Path) -> None:
     write_deltalake(str(warehouse / "runs"), runs, mode="overwrite", schema_mode="overwrite")
 
 
-def test_two_clusters_in_one_warehouse_keep_both_and_an_old_warehouse_is_upgraded(cluster_roots, tmp_path):
-    """Cluster A, then cluster B (the same topics) into one warehouse through the installed command with the
-    shipped defaults: B's run leaves A's rows, and A's rerun replaces A's rows only, B's files untouched. Then the
-    warehouse is rewritten as the release before left it; the next run upgrades it in place, publishes the
-    upgrade, and compares equal with the run before it: no finding reads as new."""
+def test_two_clusters_in_one_warehouse_keep_both_and_an_old_warehouse_is_upgraded(spark, cluster_roots, tmp_path):
+    """Cluster A, then cluster B (the same topics) into one warehouse with the shipped defaults (the command's
+    entry point in this process): B's run leaves A's rows, and A's rerun replaces A's rows only, B's files untouched.
+    Then the warehouse is rewritten as the release before left it; the next run, through the installed command,
+    upgrades it in place, publishes the upgrade, and compares equal with the run before it: no finding reads as
+    new."""
     warehouse = tmp_path / "warehouse"
     first, second = (str(root) for root in cluster_roots)
     run = ("run", "--warehouse", str(warehouse), "--input")
 
-    _cli(*run, first)
+    _in_process(*run, first)
     after_a = _per_cluster(warehouse)
     (a,) = after_a["batches"]
     assert after_a["batches"][a] > 0 and after_a["findings"][a] > 0 and after_a["transactions"][a] > 0
-    _cli(*run, second)
+    _in_process(*run, second)
     after_b = _per_cluster(warehouse)
     (b,) = set(after_b["batches"]) - {a}
     assert all(after_b[table][a] == after_a[table][a] and after_b[table][b] > 0 for table in COUNTED), after_b
     b_files = _files_of(warehouse, b)
-    _cli(*run, first)
+    _in_process(*run, first)
     assert _per_cluster(warehouse) == after_b
     assert _files_of(warehouse, b) == b_files
     before_upgrade = _last_run(warehouse)["run_id"]

@@ -14,11 +14,13 @@ from pyspark.testing import assertDataFrameEqual
 
 import schemas
 from pipeline.audit.kept_replay import KeptReplay, read_kept, sweep, write_kept
-from pipeline.audit.kept_tables import keep_tables, kept_parts, parts_table
+from pipeline.audit.context import AuditContext
+from pipeline.audit.core.task_outputs import parts_table, task_outputs
+from pipeline.audit.kept_tables import keep_tables, kept_parts
+from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
-from pipeline.audit.segments import segment_parts
-from pipeline.audit.transactions import producer_state_of, producer_state_parts, transaction_parts, transactions_of
-from pipeline.audit.visibility import partition_producer_parts
+from pipeline.audit.state import replay_aggregates
+from pipeline.audit.transactions import producer_state_of, transactions_of
 from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.snapshot_files import read_files
@@ -47,11 +49,15 @@ def _aggregated(spark, warehouse, groups, scratch, folder: Path, run_id: str, ea
     aggregated (going on from those `earlier` kept where its replay went on), and the manifest that keeps them."""
     stage = scratch(run_id)
     keeping = Keeping(str(folder), run_id, earlier)
-    replay, _ = replay_kept(_batches(spark, warehouse, groups), groups, SETTINGS, None, None, stage, keeping)
-    aggregates = (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
+    batches = _batches(spark, warehouse, groups)
+    aggregates = replay_aggregates()
+    schema = replay_pass(batches, SETTINGS).schema
+    outputs = task_outputs(AuditContext(SETTINGS), schema, spark, stage.path("task"), aggregates)
+    replay_kept(batches, groups, SETTINGS, None, None, stage, keeping, outputs)
     written = stage.materialise_all(
-        {parts_table(aggregate): partial(kept_parts, aggregate, replay, keeping) for aggregate in aggregates}
+        {parts_table(aggregate): partial(kept_parts, aggregate, stage, keeping) for aggregate in aggregates}
     )
+    written = {name: stage.read(name) if table is None else table for name, table in written.items()}
     tables = {
         "transactions": transactions_of(written["parts/transactions"]).collect(),
         "producer_state": producer_state_of(written["parts/producer_state"]).collect(),

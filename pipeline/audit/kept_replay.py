@@ -35,13 +35,13 @@ MOST_BODY_FILES = 8  # a partition with more kept body files is replayed whole, 
 
 WRITTEN = pa.schema(
     [
-        ("kind", pa.string()),  # body, tails, ends, findings
+        ("kind", pa.string()),  # body, tails, ends, output
         ("path", pa.string()),
         ("rows", pa.int64()),
         ("topic", pa.string()),  # body files: the partition they hold
         ("partition", pa.int32()),
         ("whole", pa.bool_()),  # body files: the partition was replayed whole
-        ("frame", pa.string()),  # findings files: the row-local frame whose findings they hold
+        ("table", pa.string()),  # output files (pipeline.audit.core.task_outputs): the scratch table they belong to
     ]
 )
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.audit.core.row_checks import RowChecking, remove_files
+from pipeline.audit.core.task_outputs import HeldTables, TableFiles, TaskOutputs
 from pipeline.audit.file_order import REPLICA_KEY, FileOrderCarry
 from pipeline.audit.kept_replay import ENDS
 from pipeline.audit.producer_arrow import ProducerEnds
@@ -51,14 +51,15 @@ class PartitionFiles:
 
 @dataclass
 class PartitionReplay:
-    """What a partition's replay wrote into its body file (None: nothing, it went on without added rows), the
-    findings files of the body's rows (`found`: frame, path, rows), and its replicas' last rows and ends."""
+    """What a partition's replay wrote into its body file (None: nothing, it went on without added rows), the parts
+    of the aggregates over the rows it replayed (`parts`: table, rows), and its replicas' last rows and ends."""
 
     body: tuple[str, int] | None
     tails: pa.Table
     ends: pa.Table
     whole: bool
-    found: list[tuple[str, str, int]] = field(default_factory=list)
+    parts: list[tuple[str, pa.Table]] = field(default_factory=list)
+    findings: HeldTables | None = None  # a partition that went on: the findings of the rows it wrote, held
 
 
 def replay_partition(
@@ -72,12 +73,13 @@ def replay_partition(
     last_segments: dict[tuple, int],
     version_mode: int,
     folder: str,
-    checking: RowChecking | None = None,
+    outputs: TaskOutputs | None = None,
+    found: TableFiles | None = None,
 ) -> PartitionReplay:
     """The partition's replay, its body written into a new file in `folder` as the walk hands it out, so that memory
     holds a few record batches whatever the partition's size; `kept_tails` and `kept_ends` are the kept replay's
-    rows of this partition. With `checking`, the body's rows are checked as they are written (the row-local
-    frames, pipeline.audit.core.row_checks)."""
+    rows of this partition. With `outputs`, the body's rows are checked as they are written, their findings going
+    into the task's files (`found`), and the rows replayed are aggregated (pipeline.audit.core.task_outputs)."""
     if files.goes_on:
         earlier = ends_of(kept_ends)
         if _may_go_on(earlier, kept_tails, changed_producers):
@@ -85,40 +87,53 @@ def replay_partition(
                 for batch in rows_of(files.paths):
                     held.add(batch)
                 went_on = _go_on(
-                    held.table(), replay, schema, earlier, kept_tails, last_segments, version_mode, folder, checking
+                    held.table(), replay, schema, earlier, kept_tails, last_segments, version_mode, folder, outputs
                 )
             if went_on is not None:
+                if found is not None and went_on.findings is not None:
+                    went_on.findings.into(found)
                 return went_on
     ends = ReplayEnds()
-    body = BodyFile(folder, schema, checking)
+    body = BodyFile(folder, schema, outputs, found)
     tails = body.write_walk(replay(rows_of(files.every_path), ends=ends))
-    return PartitionReplay(body.close(), tails, ends_table(ends), whole=True, found=body.found)
+    return PartitionReplay(body.close(), tails, ends_table(ends), whole=True, parts=body.parts)
 
 
 class BodyFile:
-    """A partition's body file: the rows a walk hands out but each replica's last one, which it keeps apart; with
-    `checking`, the findings of its rows beside it (`found`, once closed)."""
+    """A partition's body file: the rows a walk hands out but each replica's last one, which it keeps apart. With
+    `outputs`, the findings of the rows written go into `found` and the rows walked are aggregated (`parts`, once
+    closed)."""
 
-    def __init__(self, folder: str, schema: pa.Schema, checking: RowChecking | None = None) -> None:
+    def __init__(
+        self,
+        folder: str,
+        schema: pa.Schema,
+        outputs: TaskOutputs | None = None,
+        found: TableFiles | HeldTables | None = None,
+    ) -> None:
         files, local = resolve(folder)
         self.name = f"body-{uuid.uuid4().hex}.{COMPRESSION}.parquet"
         self.path = f"{folder.rstrip('/')}/{self.name}"
         self.schema = schema
         self._file = ParquetFile(files, f"{local}/{self.name}", schema)
-        self._findings = None if checking is None else checking.sink()
-        self.found: list[tuple[str, str, int]] = []
+        self._outputs = outputs
+        self._found = found
+        self._parts = None if outputs is None else outputs.parts()
+        self.parts: list[tuple[str, pa.Table]] = []
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows:
             self._file.add(table)
-            if self._findings is not None:
-                self._findings.add(table)
+            if self._outputs is not None and self._found is not None:
+                self._outputs.check(table, self._found)
 
     def write_walk(self, batches: Iterator[pa.RecordBatch]) -> pa.Table:
         """Write a walk's rows; the replicas' last rows (no next entry) are returned instead."""
         tails = []
         for batch in batches:
             rows = pa.Table.from_batches([batch], schema=self.schema)
+            if self._parts is not None:
+                self._parts.add(rows)
             last = pc.is_null(rows[NEXT_ENTRY])
             tails.append(rows.filter(last))
             self.write(rows.filter(pc.invert(last)))
@@ -127,8 +142,8 @@ class BodyFile:
     def close(self) -> tuple[str, int] | None:
         """The file's path and rows; None when no row was written (and there is no file)."""
         _, rows = self._file.close()
-        if self._findings is not None:
-            self.found = self._findings.close()
+        if self._parts is not None:
+            self.parts = list(self._parts.tables())
         return (self.path, rows) if rows else None
 
 
@@ -153,9 +168,10 @@ def _go_on(
     last_segments: dict[tuple, int],
     version_mode: int,
     folder: str,
-    checking: RowChecking | None,
+    outputs: TaskOutputs | None,
 ) -> PartitionReplay | None:
-    """The added rows replayed from `earlier`; None when the partition must be replayed whole."""
+    """The added rows replayed from `earlier`; None when the partition must be replayed whole. The findings of the
+    rows it writes are held (`findings`) until it is known to have gone on."""
     if added is None:
         return PartitionReplay(None, tails, ends_table(earlier), whole=False)
     tail_keys = _keys(tails, REPLICA_KEY)
@@ -170,7 +186,8 @@ def _go_on(
     ends = ReplayEnds(dict(earlier.replicas), ProducerEnds(dict(earlier.producers.carries)))
     moved = np.array([key in first_added for key in tail_keys], dtype=bool)
     followed = _followed(tails.filter(moved), [first_added[key] for key in tail_keys if key in first_added])
-    body = BodyFile(folder, schema, checking)
+    held = None if outputs is None else HeldTables()
+    body = BodyFile(folder, schema, outputs, held)
     # the kept last rows first: each comes before its producer's added rows, as the snapshot walk reads them
     body.write(_with_last_segment(followed, last_segments))
     last_rows = body.write_walk(replay(iter(added.to_batches()), earlier=earlier, ends=ends))
@@ -181,11 +198,10 @@ def _go_on(
             or ends.producers.followed_kept_markers(key)
         ):
             _remove(written)
-            remove_files(body.found)
             return None
     kept = tails.filter(pa.array(~moved))
     return PartitionReplay(
-        written, pa.concat_tables([last_rows, kept]), ends_table(ends), whole=False, found=body.found
+        written, pa.concat_tables([last_rows, kept]), ends_table(ends), whole=False, parts=body.parts, findings=held
     )
 
 

@@ -32,8 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from pipeline.audit.coordinator_version import coordinator_versions
-from pipeline.audit.context import AuditContext
-from pipeline.audit.core.row_checks import RowChecking, row_local_frames
+from pipeline.audit.core.task_outputs import TaskOutputs
 from pipeline.audit.kept_replay import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
 from pipeline.audit.partition_replay import PartitionFiles, replay_partition, write_table
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
@@ -88,16 +87,16 @@ def replay_kept(
     checkpoints: DataFrame | None,
     scratch: Scratch,
     keeping: Keeping,
-    ctx: AuditContext | None = None,
+    outputs: TaskOutputs | None = None,
 ) -> tuple[DataFrame, list[ReplayUnit]]:
     """The replay of `batches` (whose rows `files` hold) as the `replay` scratch table, its tasks reading the files
     themselves and writing it where the run keeps it (pipeline.audit.kept_replay), going on from the kept replay
     for each partition that can (the run's manifest is written once its outputs are: pipeline.audit.kept_findings).
-    Also the units of files that hold whole producers, for the snapshot walk. With `ctx`, the tasks also check
-    every row they write on the row-local frames (`row_findings/<frame>`, pipeline.audit.core.row_checks)."""
+    Also the units of files that hold whole producers, for the snapshot walk. With `outputs`, the tasks also
+    write the findings of the row-local frames and the parts of the aggregates of the rows they replay, each a
+    scratch table (pipeline.audit.core.task_outputs)."""
     spark = batches.sparkSession
     exchanged = replay_pass(batches, settings, transaction_log, checkpoints)  # planned only: it gives the schema
-    frames = () if ctx is None else row_local_frames(ctx, exchanged.schema, spark)
     facts = scratch.materialise(replica_facts(audited_broker(batches), settings, checkpoints), "replica_facts")
     run_folder = f"{keeping.folder}/{keeping.run_id}"
     versions_path = None
@@ -124,7 +123,7 @@ def replay_kept(
         changed_producers=_changed_producers(spark, earlier, versions_path),
         version_mode=0 if settings.transaction_version == "auto" else int(settings.transaction_version),
         out_folder=run_folder,
-        checking=RowChecking(frames, scratch.path("row_findings")) if frames else None,
+        outputs=outputs,
     )
     pass_rows = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(
         shipped(spark, function), from_arrow_schema(WRITTEN)
@@ -142,15 +141,11 @@ def replay_kept(
     )
     paths = [path for part in kept.partitions.values() for path in part["body"]] + kept.tails
     new_paths = [row.path for row in written if row.kind in ("body", "tails") and row.path]
-    went_on = [
-        tuple(json.loads(key))
-        for key, part in kept.partitions.items()
-        if earlier is not None and any(path in earlier.partitions.get(key, {}).get("body", []) for path in part["body"])
-    ]
+    went_on = [(row.topic, row.partition) for row in written if row.kind == "body" and not row.whole]
     replayed = scratch.register("replayed", exchanged.schema, new_paths)
-    for frame in frames:
-        found = [row.path for row in written if row.kind == "findings" and row.frame == frame.frame]
-        scratch.register(f"row_findings/{frame.frame}", from_arrow_schema(frame.schema), found)
+    for table, table_schema in ({} if outputs is None else outputs.schemas()).items():
+        found = [row.path for row in written if row.kind == "output" and row.table == table]
+        scratch.register(table, from_arrow_schema(table_schema), found)
     keeping.outcome = ReplayOutcome(kept, replayed, went_on, earlier)
     # a partition of one batch per replica has no body file: its rows are all in the tails
     units = [ReplayUnit((*part["body"], *kept.tails), tuple(json.loads(key))) for key, part in kept.partitions.items()]
@@ -271,10 +266,11 @@ def replay_files(
     changed_producers: frozenset[tuple[str, int]],
     version_mode: int,
     out_folder: str,
-    checking: RowChecking | None = None,
+    outputs: TaskOutputs | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side: the replay of the partitions of the tasks named by `ids`, written into `out_folder`, with
-    `checking` the findings of the row-local frames on every row written; one WRITTEN row per file."""
+    """Executor side: the replay of the partitions of the tasks named by `ids`, written into `out_folder`; with
+    `outputs`, the findings of the row-local frames on every row written and the parts of the aggregates of the
+    rows replayed (pipeline.audit.core.task_outputs). One WRITTEN row per file."""
     mine = [plan for batch in ids for task in batch.column(0).to_pylist() for plan in tasks[task]]
     facts = _read_folder(facts_path)
     versions = None if versions_path is None else _read_folder(versions_path)
@@ -295,6 +291,7 @@ def replay_files(
 
         return read
 
+    found = None if outputs is None else outputs.files()
     written, all_tails, all_ends = [], [], []
     for plan in mine:
         replayed = replay_partition(
@@ -308,22 +305,23 @@ def replay_files(
             last_segments,
             version_mode,
             out_folder,
-            checking,
+            outputs,
+            found,
         )
-        if replayed.body is not None or replayed.whole:
-            path, rows = replayed.body or (None, 0)
-            written.append(("body", path, rows, plan, replayed.whole, None))
-        written += [("findings", path, rows, None, False, frame) for frame, path, rows in replayed.found]
+        path, rows = replayed.body or (None, 0)  # a row for each partition, whether it went on and wrote no body
+        written.append(("body", path, rows, plan, replayed.whole, None))
+        for table, rows in replayed.parts:
+            found.add(table, rows)
         all_tails.append(replayed.tails)
         all_ends.append(replayed.ends)
     for kind, tables, table_schema in (("tails", all_tails, schema), ("ends", all_ends, ENDS)):
         table = pa.concat_tables(tables) if tables else _empty(table_schema)
         if table.num_rows:
             written.append((kind, write_table(out_folder, kind, table), table.num_rows, None, False, None))
-            if kind == "tails" and checking is not None:
-                found = checking.sink()
-                found.add(table)
-                written += [("findings", path, rows, None, False, frame) for frame, path, rows in found.close()]
+            if kind == "tails" and outputs is not None:
+                outputs.check(table, found)
+    if found is not None:
+        written += [("output", path, rows, None, False, table) for table, path, rows in found.close()]
     yield pa.RecordBatch.from_pylist(
         [
             {
@@ -333,9 +331,9 @@ def replay_files(
                 "topic": None if plan is None else plan.topic,
                 "partition": None if plan is None else plan.partition,
                 "whole": whole,
-                "frame": frame,
+                "table": table,
             }
-            for kind, path, rows, plan, whole, frame in written
+            for kind, path, rows, plan, whole, table in written
         ],
         schema=WRITTEN,
     )

@@ -120,13 +120,20 @@ class Scratch:
         return list(self._files[name])
 
     def move(self, name: str, target: str) -> None:
-        """Move table `name`'s folder to `target`, for a later run to read; it is no longer this run's."""
+        """Move table `name` to the folder `target`, for a later run to read; it is no longer this run's. A table its
+        pass's tasks wrote moves file by file: only the files of the attempts that succeeded are its."""
         jvm = self.spark._jvm
-        source, destination = jvm.org.apache.hadoop.fs.Path(self.path(name)), jvm.org.apache.hadoop.fs.Path(target)
-        files = source.getFileSystem(self.spark._jsc.hadoopConfiguration())
-        files.mkdirs(destination.getParent())
-        if not files.rename(source, destination):
-            raise OSError(f"could not move {self.path(name)} to {target}")
+        destination = jvm.org.apache.hadoop.fs.Path(target)
+        files = destination.getFileSystem(self.spark._jsc.hadoopConfiguration())
+        moves = [(self.path(name), target)]
+        if name in self._files:
+            files.mkdirs(destination)
+            moves = [(path, f"{target}/{path.rpartition('/')[2]}") for path in self._files.pop(name)]
+        else:
+            files.mkdirs(destination.getParent())
+        for source, moved in moves:
+            if not files.rename(jvm.org.apache.hadoop.fs.Path(source), jvm.org.apache.hadoop.fs.Path(moved)):
+                raise OSError(f"could not move {source} to {moved}")
         del self._schemas[name]
 
     def remove(self) -> None:

@@ -17,12 +17,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.core.row_checks import checked_pass, row_local_frames
+from pipeline.audit.core.mergeable import Mergeable
+from pipeline.audit.core.task_outputs import checked_pass, parts_table, task_outputs
 from pipeline.audit.hanging import transaction_causes
 from pipeline.audit.kept_coordinator import coordinator_records
-from pipeline.audit.kept_tables import kept_parts, parts_table
+from pipeline.audit.kept_tables import kept_parts
 from pipeline.audit.leader_epochs import epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
@@ -47,13 +47,9 @@ from pipeline.audit.visibility import (
 from pipeline.tables.files_per_partition import FileGroup
 
 
-def _checked_replay(replay: ArrowPass, ctx: AuditContext, scratch: Scratch) -> DataFrame:
-    """The `replay` table, its tasks checking its rows on the row-local frames as they write them
-    (`row_findings/<frame>`)."""
-    frames = row_local_frames(ctx, replay.schema, replay.rows.sparkSession)
-    schemas = {"replay": replay.schema, **{f"row_findings/{f.frame}": from_arrow_schema(f.schema) for f in frames}}
-    scratch.materialise_tables(checked_pass(replay, frames), schemas)
-    return scratch.read("replay")
+def replay_aggregates() -> tuple[Mergeable, ...]:
+    """The aggregates of the replay the replay's tasks take of the rows they replay."""
+    return (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
 
 
 def build_state(
@@ -75,23 +71,24 @@ def build_state(
     settings = ctx.settings
     checkpoints = side.get("checkpoints")
     transaction_log = side.get("transaction_log")
+    exchanged = replay_pass(batches, settings, transaction_log, checkpoints)
+    aggregates = replay_aggregates()
+    outputs = task_outputs(ctx, exchanged.schema, batches.sparkSession, scratch.path("task"), aggregates)
     if batch_files and keeping is not None:
         replayed, units = replay_kept(
-            batches, batch_files, settings, transaction_log, checkpoints, scratch, keeping, ctx
+            batches, batch_files, settings, transaction_log, checkpoints, scratch, keeping, outputs
         )
         audited = scratch.read("replica_facts")  # a row per audited replica, which the replay's tasks read
     else:
-        replayed = _checked_replay(replay_pass(batches, settings, transaction_log, checkpoints), ctx, scratch)
+        schemas = {"replay": exchanged.schema, **{t: from_arrow_schema(s) for t, s in outputs.schemas().items()}}
+        scratch.materialise_tables(checked_pass(exchanged, outputs), schemas)
+        replayed = scratch.read("replay")
         units = [ReplayUnit((path,)) for path in scratch.files("replay")]
         audited = replayed
     producer_batches = replayed.where(F.col("is_producer_row"))
-    kept = {
-        parts_table(aggregate): partial(kept_parts, aggregate, replayed, keeping)
-        for aggregate in (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
-    }
     first = scratch.materialise_all(
         {
-            **kept,
+            **{parts_table(aggregate): partial(kept_parts, aggregate, scratch, keeping) for aggregate in aggregates},
             "coordinator_records": lambda: (
                 None
                 if transaction_log is None
@@ -99,6 +96,9 @@ def build_state(
             ),
         }
     )
+    for name in map(parts_table, aggregates):  # the tasks' parts stand unless a partition went on from kept ones
+        if first[name] is None:
+            first[name] = scratch.read(name)
     transactions = transactions_of(first["parts/transactions"])
     segments, records = first["parts/segments"], first["coordinator_records"]
     replicas = scratch.materialise(

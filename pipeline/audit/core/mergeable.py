@@ -121,7 +121,7 @@ def _aggregate(table: pa.Table, keys: tuple[str, ...], hows: dict[str, str], sch
 
 def _groups(table: pa.Table, keys: tuple[str, ...]) -> tuple[pa.Array, pa.Array]:
     """Each row's group number (groups numbered in sorted key order) and the first row of each group."""
-    order = pc.sort_indices(table, sort_keys=[(key, "ascending") for key in keys], null_placement="at_start")
+    order = pc.sort_indices(table, sort_keys=[(key, "ascending", "at_start") for key in keys])
     sorted_keys = table.select(list(keys)).take(order)
     starts = np.zeros(table.num_rows, dtype=bool)
     starts[0] = True
@@ -145,7 +145,9 @@ def _at_extreme(table: pa.Table, group: pa.Array, groups: int, name: str, how: s
     ordered = pa.table({"group": group, "at": at, "value": value, "row": pa.array(np.arange(table.num_rows))})
     ordered = ordered.filter(pc.is_valid(at))
     direction = "ascending" if how == "first" else "descending"
-    ordered = ordered.take(pc.sort_indices(ordered, sort_keys=[("group", "ascending"), ("at", direction), ("row", "ascending")]))
+    ordered = ordered.take(
+        pc.sort_indices(ordered, sort_keys=[("group", "ascending"), ("at", direction), ("row", "ascending")])
+    )
     picked = ordered.group_by("group", use_threads=False).aggregate(
         [("value", "first", pc.ScalarAggregateOptions(skip_nulls=False)), ("at", "first")]
     )

@@ -3,15 +3,13 @@
 A row-local frame's findings depend on its replay row alone (pipeline.audit.registry.Frame.row_local), so the task
 that replays a partition holds everything they need: it evaluates their checks (written as row expressions,
 pipeline.audit.core.expr) on each record batch of the walk and writes the findings beside the replay. The findings
-are those `explode_findings` makes of the same checks in a Spark plan, column for column (tests/test_row_checks.py).
+are those `explode_findings` makes of the same checks in a Spark plan, column for column (tests/test_task_outputs.py).
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,12 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.columns import FINDING_FIELDS, LOCATION, explode_findings
 from pipeline.audit.core.expr import Expr, Rows, as_array, col, lit
 from pipeline.audit.registry import CHECKS, FRAMES, Fires, Rule
-from pipeline.sources.filesystems import resolve
-from pipeline.tables.parquet_sink import COMPRESSION, ParquetFile
 
 
 @dataclass(frozen=True)
@@ -122,17 +117,6 @@ def _interleaved(width: int, count: int) -> pa.Array:
     return pa.array([column * count + row for row in range(count) for column in range(width)], pa.int64())
 
 
-@dataclass(frozen=True)
-class RowChecking:
-    """What a replay task checks its rows with (`frames`) and where it writes their findings (`folder`)."""
-
-    frames: tuple[FrameChecks, ...]
-    folder: str
-
-    def sink(self) -> RowFindings:
-        return RowFindings(self.frames, self.folder)
-
-
 def findings_of(frames: tuple[FrameChecks, ...], rows: Rows) -> Iterator[tuple[str, pa.Table]]:
     """Each frame's findings on `rows`, for the frames with any."""
     if rows.num_rows == 0:
@@ -141,58 +125,3 @@ def findings_of(frames: tuple[FrameChecks, ...], rows: Rows) -> Iterator[tuple[s
         found = frame.findings(rows)
         if found.num_rows:
             yield frame.frame, found
-
-
-class RowFindings:
-    """The findings of the row-local frames over the rows a task writes, streamed into one new file per frame under
-    `folder` (`frame=<name>/`), so that memory holds a row group of them whatever their number."""
-
-    def __init__(self, frames: tuple[FrameChecks, ...], folder: str) -> None:
-        files, local = resolve(folder)
-        self._frames = frames
-        self._folder = folder.rstrip("/")
-        self._files = {
-            frame.frame: ParquetFile(files, f"{local}/frame={frame.frame}/{_name()}", frame.schema) for frame in frames
-        }
-
-    def add(self, rows: Rows) -> None:
-        for frame, found in findings_of(self._frames, rows):
-            self._files[frame].add(found)
-
-    def close(self) -> list[tuple[str, str, int]]:
-        """(frame, path, rows) of each file written: a frame without findings has none."""
-        written = []
-        for name, file in self._files.items():
-            path, rows = file.close()
-            if rows:
-                written.append((name, f"{self._folder}/frame={name}/{path.rpartition('/')[2]}", rows))
-        return written
-
-
-def _name() -> str:
-    return f"part-{uuid.uuid4().hex}.{COMPRESSION}.parquet"
-
-
-def remove_files(written: list[tuple[str, str, int]]) -> None:
-    """Delete the findings files of rows whose replay was given up (a whole replay follows)."""
-    for _, path, _ in written:
-        files, local = resolve(path)
-        files.delete_file(local)
-
-
-def checked_pass(replay: ArrowPass, frames: tuple[FrameChecks, ...]) -> ArrowPass:
-    """The replay pass whose tasks also check each row they hand out: its function names the table of each record
-    batch (`replay`, `row_findings/<frame>`), for Scratch.materialise_tables."""
-    return ArrowPass(replay.rows, partial(_checked, replay.function, frames), replay.schema)
-
-
-def _checked(
-    function: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-    frames: tuple[FrameChecks, ...],
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[tuple[str, pa.RecordBatch]]:
-    for batch in function(batches):
-        yield "replay", batch
-        for frame, found in findings_of(frames, batch):
-            for piece in found.to_batches():
-                yield f"row_findings/{frame}", piece

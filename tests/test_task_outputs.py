@@ -1,6 +1,7 @@
-"""The row-local frames' checks evaluated in the replay's tasks (pipeline.audit.core.row_checks) give the findings
-Spark's `explode_findings` gives the same checks on the same replay rows, column for column, on generated logs with
-anomalies of every family; and each row expression evaluates in Arrow as its Spark column does, nulls included."""
+"""What the replay's tasks make of the rows they write (pipeline.audit.core.task_outputs) equals what Spark makes of
+the same replay rows, column for column, on generated logs with anomalies of every family: the row-local frames'
+findings (`explode_findings` of the same checks) and the aggregates' parts, taken whole or over chunks and merged.
+Each row expression evaluates in Arrow as its Spark column does, nulls included."""
 
 from __future__ import annotations
 
@@ -71,3 +72,18 @@ def test_each_expression_evaluates_in_arrow_as_its_spark_column(spark):
     for name, expression in EXPRESSIONS.items():
         arrow_values = E.as_array(expression.evaluate(table), table.num_rows).to_pylist()
         assert arrow_values == [row[name] for row in spark_values], name
+
+
+def test_the_tasks_aggregate_the_replay_as_spark_does_whole_and_in_merged_chunks(spark, replayed):
+    from pipeline.audit.state import replay_aggregates
+
+    rows = replayed.toArrow()
+    for aggregate in replay_aggregates():
+        expected = aggregate.of(replayed)
+        schema = pa.schema([pa.field(f.name, f.type) for f in expected.toArrow().schema])
+        whole = aggregate.of_rows(rows, schema)
+        chunks = [aggregate.of_rows(rows.slice(start, 500), schema) for start in range(0, rows.num_rows, 500)]
+        merged = aggregate.merged_rows(pa.concat_tables(chunks), schema)
+        for name, table in (("whole", whole), ("merged", merged)):
+            assert table.num_rows == expected.count() > 0, (aggregate.name, name)
+            assertDataFrameEqual(spark.createDataFrame(table, expected.schema), expected)
