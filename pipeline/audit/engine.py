@@ -44,6 +44,7 @@ from pipeline.audit import (  # noqa: F401
 )
 from pipeline.audit.columns import explode_findings
 from pipeline.audit.context import AuditContext, AuditInputs
+from pipeline.audit.core.task_outputs import findings_table
 from pipeline.audit.global_transactions import build_global_transactions
 from pipeline.audit.repeats import once_per_producer
 from pipeline.audit.hanging import CAUSE_COLUMNS
@@ -118,18 +119,18 @@ def evaluate_frames(
 
 
 def row_local_findings(scratch: Scratch, outcome: ReplayOutcome | None) -> dict[str, Callable[[], DataFrame]]:
-    """The findings of each row-local frame, which the replay's tasks wrote (`row_findings/<frame>`): taken as
+    """The findings of each row-local frame, which the replay's tasks wrote (`findings_table`): taken as
     they are, or, when the replay went on from a kept one, with the earlier findings of the rows it kept
     (pipeline.audit.kept_findings), which takes a plan."""
     builders = {}
     for name in (name for name, checks in CHECKS.items() if checks and FRAMES[name].row_local):
-        fresh = scratch.read(f"row_findings/{name}")
+        fresh = scratch.read(findings_table(name))
         if kept_for(outcome, name):
             builders[f"findings/frame={name}"] = partial(
                 lambda fresh, name: fresh.unionByName(earlier_findings(outcome, name, fresh.schema)), fresh, name
             )
         else:
-            scratch.register(f"findings/frame={name}", fresh.schema, scratch.files(f"row_findings/{name}"))
+            scratch.register(f"findings/frame={name}", fresh.schema, scratch.files(findings_table(name)))
     return builders
 
 

@@ -3,7 +3,7 @@
 A rule (`rule(...)`) is a code, a name, severities, a spec section, a description, why a finding matters
 (`impact`) and what an operator does about it (`action`). Its checks are plain
 functions registered with `@check(RULE, on=FRAME)`: each returns a `Fires` (the condition, the message and
-the evidence, as Spark columns) evaluated on every row of one frame. A frame (`@frame(name)`) builds the
+the evidence, as row expressions (pipeline.audit.core.expr) or Spark columns) evaluated on every row of one frame. A frame (`@frame(name)`) builds the
 DataFrame those rows come from, out of the audit's materialised state. The engine iterates this registry:
 it builds each frame once, evaluates all checks registered on it in one projection, and writes the findings.
 Nothing here is wired by hand per family, so adding a rule is adding a function.
@@ -91,8 +91,9 @@ class Frame:
     `rows_of` names the side table every row of the frame comes from (an inner join of its rows): when the run
     knows that table holds no rows for the audited topics, the frame is not built at all, which spares a plan
     that could only come out empty. `row_local`: every row is a replay row and its findings depend on that row
-    alone, so a run that went on from a kept replay evaluates the frame on the rows it replayed only and keeps
-    the earlier findings of the others (pipeline.audit.kept_findings). `coordinator_local`: every row is a
+    alone, so the replay's tasks check the rows they write (pipeline.audit.core.row_checks; its checks are row
+    expressions), and a run that went on from a kept replay keeps the earlier findings of the other rows
+    (pipeline.audit.kept_findings). `coordinator_local`: every row is a
     coordinator record and its findings depend on the records of its `__transaction_state` partition alone, so a
     run that took some partitions' records over from a kept replay evaluates the frame on the others only
     (pipeline.audit.kept_coordinator).
