@@ -8,6 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.testing import assertDataFrameEqual
 
 import schemas
@@ -31,7 +32,7 @@ def replayed(spark, generated_warehouse):
 
 def test_the_tasks_find_what_spark_finds_on_every_row_local_frame(spark, replayed):
     rows = replayed.toArrow()
-    frames = row_local_frames(CTX, replayed.schema, spark)
+    frames = row_local_frames(CTX, replayed.schema)
     assert {frame.frame for frame in frames} == {"batches", "producer_batches"}
     fired = set()
     for frame in frames:
@@ -39,6 +40,7 @@ def test_the_tasks_find_what_spark_finds_on_every_row_local_frame(spark, replaye
         tasks = spark.createDataFrame(pa.concat_tables(in_tasks), explode_findings_schema(replayed, frame.frame))
         frame_rows = replayed if frame.rows is None else replayed.where(frame.rows.column())
         expected = explode_findings(frame_rows, [(c.rule, c.function(CTX)) for c in CHECKS[frame.frame]])
+        assert from_arrow_schema(frame.schema).simpleString() == expected.schema.simpleString()
         assertDataFrameEqual(tasks, expected)
         fired |= {row.rule_code for row in expected.select("rule_code").distinct().collect()}
     # the anomalies make most of the checks fire, so the comparison is not one of empty tables

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.columns import FINDING_FIELDS, LOCATION, explode_findings
+from pipeline.audit.columns import FINDING_FIELDS, LOCATION
 from pipeline.audit.core.expr import Expr, Rows, as_array, col, lit
 from pipeline.audit.registry import CHECKS, FRAMES, Fires, Rule
 
@@ -64,22 +63,33 @@ class FrameChecks:
 FRAME_ROWS: Mapping[str, Expr | None] = {"batches": None, "producer_batches": col("is_producer_row")}
 
 
-def row_local_frames(ctx, replay_schema: T.StructType, spark: SparkSession) -> tuple[FrameChecks, ...]:
+def row_local_frames(ctx, replay_schema: T.StructType) -> tuple[FrameChecks, ...]:
     """Every row-local frame with checks, each check's expressions built once on the driver for the tasks."""
+    schema = findings_schema(replay_schema)
     frames = []
     for name, checks in CHECKS.items():
         if not (checks and FRAMES[name].row_local):
             continue
-        evaluated = [(check.rule, check.function(ctx)) for check in checks]
-        row_checks = tuple(RowCheck.of(rule, fires) for rule, fires in evaluated)
-        frames.append(FrameChecks(name, FRAME_ROWS[name], row_checks, findings_schema(spark, replay_schema, evaluated)))
+        row_checks = tuple(RowCheck.of(check.rule, check.function(ctx)) for check in checks)
+        frames.append(FrameChecks(name, FRAME_ROWS[name], row_checks, schema))
     return tuple(frames)
 
 
-def findings_schema(spark: SparkSession, replay_schema: T.StructType, checks: list[tuple[Rule, Fires]]) -> pa.Schema:
-    """The schema `explode_findings` gives the same checks on the replay (analysed on the driver, no job)."""
-    empty: DataFrame = spark.createDataFrame([], replay_schema)
-    return to_arrow_schema(explode_findings(empty, checks).schema)
+def findings_schema(replay_schema: T.StructType) -> pa.Schema:
+    """The schema `explode_findings` gives checks on the replay: each location column as the replay holds it, the
+    epoch as the row's, the rest text (the evidence a map of text). Built, not analysed: a Spark plan of every
+    check analysed on the driver cost seconds per run."""
+    types = {field.name: field.dataType for field in replay_schema.fields}
+    own = {
+        "rule_code": T.StringType(),
+        "rule_name": T.StringType(),
+        "severity": T.StringType(),
+        "producer_epoch": types["producer_epoch"],
+        "message": T.StringType(),
+        "evidence": T.MapType(T.StringType(), T.StringType()),
+    }
+    fields = [T.StructField(name, own[name] if name in own else types[LOCATION[name]]) for name in FINDING_FIELDS]
+    return to_arrow_schema(T.StructType(fields))
 
 
 def _findings(check: RowCheck, rows: Rows, schema: pa.Schema) -> pa.Table:

@@ -80,12 +80,12 @@ class TaskOutputs:
 
 
 def task_outputs(ctx, replay_schema: T.StructType, spark: SparkSession, folder: str, aggregates) -> TaskOutputs:
-    """The outputs of the replay's tasks: every row-local frame's checks and the `aggregates` (Mergeable), with
-    their schemas from Spark's analysis on the driver (no job)."""
+    """The outputs of the replay's tasks: every row-local frame's checks and the `aggregates` (Mergeable), the
+    aggregates' schemas from Spark's analysis on the driver (no job)."""
     empty = spark.createDataFrame([], replay_schema)
     timezone = spark.conf.get("spark.sql.session.timeZone")
     return TaskOutputs(
-        row_local_frames(ctx, replay_schema, spark),
+        row_local_frames(ctx, replay_schema),
         tuple(Aggregate(a, to_arrow_schema(a.of(empty).schema, timezone=timezone)) for a in aggregates),
         folder.rstrip("/"),
     )
