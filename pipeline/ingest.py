@@ -29,8 +29,8 @@ from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.ingest_manifest import (
     NO_FILES,
+    SEGMENT_FACTS,
     SegmentPlan,
-    decoded_batches,
     kept_batches,
     pair_of,
     plan_segment_reads,
@@ -47,10 +47,10 @@ from pipeline.sources.dispatch import (
 from pipeline.sources.dumplog.reader import dump_line_counts
 from pipeline.sources.input_plan import InputPlan, plan_inputs
 from pipeline.sources.log_roots import SegmentFile
-from pipeline.tables.files_by_source import files_by_source
-from pipeline.tables.parquet_sink import PartitionedParquetSink, StagedTable, stage_pass, stage_tables
-from pipeline.tables.stats import logged_values
 from pipeline.tables.backend import replace_where_predicate
+from pipeline.tables.files_by_source import files_by_source
+from pipeline.tables.parquet_sink import PartitionedParquetSink, StagedTable, WrittenFile, stage_pass, stage_tables
+from pipeline.tables.stats import logged_values
 from pipeline.tables.store import TableStore, cluster_topics, of_pairs
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import TRANSACTION_STATE_TOPIC
@@ -124,8 +124,8 @@ def _ingest_batches(
     """Write `batches`, then the manifest that describes the segments it was decoded from."""
     replaced, kept = cluster_topics(pairs), segments.kept_files or frozenset()
     with store.staged_partitions("batches", schemas.BATCHES, schemas.BATCHES_PARTITION_BY, replaced, kept) as folder:
-        stage_batches(spark, store, settings, plan, segments, folder)
-    outcomes = write_manifest(spark, store, segments, decoded_batches(spark, store, segments, pairs), pairs, run_id)
+        decoded = stage_batches(spark, store, settings, plan, segments, folder)
+    outcomes = write_manifest(store, segments, decoded, pairs, run_id)
     written = store.count("batches", replaced)
     topics = len({topic for _, topic in pairs})
     log.info("ingested %d entries of %d topic(s) into %s", written, topics, store.path("batches"))
@@ -137,19 +137,22 @@ def _ingest_batches(
 
 def stage_batches(
     spark: SparkSession, store: TableStore, settings: Settings, plan: InputPlan, segments: SegmentPlan, folder: str
-) -> None:
-    """Write the ingested topics' `batches` rows into the staging `folder`, one file per segment file decoded.
+) -> list[WrittenFile]:
+    """Write the ingested topics' `batches` rows into the staging `folder`, one file per segment file decoded;
+    returns the files of the decoded segments with the facts the manifest needs of them (`SEGMENT_FACTS`).
 
     The decode tasks write the rows of the segments they decode themselves, never handing them to the JVM
     (pipeline.tables.parquet_sink); those of dump and columnar inputs go through the same writer, and so do the
     rows of skipped segments when the table's log does not say which files hold them (otherwise those files stay).
     """
     partition_by = schemas.BATCHES_PARTITION_BY
+    decoded: list[WrittenFile] = []
     if segments.to_read:
         # Imported on use: dump and columnar inputs do not need the binary segment decoder.
         from pipeline.sources.segments import segment_pass
 
-        stage_pass(segment_pass(spark, segments.to_read, settings), folder, partition_by, file_by="source_file")
+        segment_rows = segment_pass(spark, segments.to_read, settings)
+        decoded = stage_pass(segment_rows, folder, partition_by, file_by="source_file", described=SEGMENT_FACTS)
     others = []
     if segments.kept and segments.kept_files is None:
         others.append(kept_batches(spark, store, segments))
@@ -158,6 +161,7 @@ def stage_batches(
         others.append(read_inputs(spark, not_segments, settings))
     if others:
         stage_pass(ArrowPass.of(reduce(DataFrame.unionByName, others)), folder, partition_by, file_by="source_file")
+    return decoded
 
 
 def ingest_payloads(

@@ -25,7 +25,9 @@ log-dir inputs into one outcome:
 The listing comparison runs on the driver. The hashes of the segments whose listing matches are recomputed on
 the executors in one small job (two reads of `HASHED_BYTES` per file, from the positions the manifest
 recorded), and compared on the driver with the recorded ones and with their rows in `batches` (from the Delta log,
-or one more job when it cannot say); no driver loop opens thousands of object-store files.
+or one more job when it cannot say); no driver loop opens thousands of object-store files. The rows of the
+decoded segments come from the decode tasks themselves: each file they write to `batches` comes back with its
+row count, last entry and end hashes (`SegmentFacts`), so the manifest costs no job of its own.
 A rewrite that keeps size, modification time and both end entries (an edit in the middle of a file followed by
 resetting its modification time) goes unnoticed; `--full` re-reads everything.
 
@@ -33,12 +35,12 @@ resetting its modification time) goes unnoticed; `--full` re-reads everything.
 decoded rows plus the table's current rows of the skipped segments, so an incremental run leaves the rows a full
 one would. The skipped segments' rows stay in their files: `batches` holds one file per segment
 (`files_by_source`), so the commit that adds the decoded files removes every other file of those partitions but
-theirs, and their row counts come from the Delta log, not from a Spark job over the table. A table whose log does not say which segment each
-file holds has the rows kept read from it and written again; that is safe without persisting them first, since
-every file is written into a staging folder and committed after the jobs that read are done
-(`TableStore.staged_partitions`), and no commit deletes data files (only VACUUM does). The manifest is written
-after `batches`: a run failing in between leaves manifest rows describing older files, which can only make the
-next run decode more, and the row count check catches a `batches` table changed behind the manifest's back.
+theirs, and their row counts come from the Delta log, not from a Spark job over the table. A table whose log does
+not say which segment each file holds has the rows kept read from it and written again; that is safe without
+persisting them first, since every file is written into a staging folder and committed after the jobs that read are
+done (`TableStore.staged_partitions`), and no commit deletes data files (only VACUUM does). The manifest is written
+after `batches`: a run failing in between leaves manifest rows describing older files, which can only make the next
+run decode more, and the row count check catches a `batches` table changed behind the manifest's back.
 
 Only `.log` segments are incremental. `transaction_log` follows the outcomes of the `__transaction_state`
 segments (`pipeline.ingest.transaction_log_reads`): it is written one file per segment file too, and keeps the
@@ -57,17 +59,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.arrow_pass import ArrowPass
 from pipeline.config import Settings
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_by_source import SourceFiles, files_by_source
-from pipeline.tables.parquet_sink import stage_pass
-from pipeline.tables.snapshot_files import read_files
+from pipeline.tables.parquet_sink import Described, PartitionedParquetSink, WrittenFile
 from pipeline.tables.store import TableStore, cluster_topics, of_pairs
 from schemas.batches import BATCHES, STATUS_LEGACY, STATUS_OK, STATUS_UNREADABLE
 from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
@@ -93,36 +94,8 @@ _POSITIONS = T.StructType(
         T.StructField("last_batch_position", T.LongType(), True),
     ]
 )
-_DECODED_FILES = T.StructType(
-    [
-        T.StructField("location", T.StringType(), False),
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("partition", T.IntegerType(), False),
-        T.StructField("broker_id", T.IntegerType(), True),
-        T.StructField("cluster_id", T.StringType(), False),
-        T.StructField("segment_base_offset", T.LongType(), False),
-        T.StructField("size_bytes", T.LongType(), False),
-        T.StructField("mtime_ns", T.LongType(), True),
-        T.StructField("is_active", T.BooleanType(), False),
-    ]
-)
 _LOCATIONS = T.StructType([T.StructField("location", T.StringType(), False)])
 NO_FILES = SourceFiles((), 0)
-# The manifest columns the driver compares with the listing.
-_RECORDED = (
-    "source_file",
-    "topic",
-    "broker_id",
-    "cluster_id",
-    "size_bytes",
-    "mtime_ns",
-    "first_batch_hash",
-    "last_batch_position",
-    "last_batch_hash",
-    "rows_ingested",
-    "is_active",
-    "decoded_bytes",
-)
 
 
 @dataclass(frozen=True)
@@ -132,7 +105,7 @@ class SegmentPlan:
     segments: list[SegmentFile]  # every segment of the inputs, each file once
     outcomes: dict[str, str]  # location -> NEW, REREAD, APPENDED, REPLACED or SKIPPED
     active: frozenset[str]  # locations of the last segment of each partition directory
-    recorded: dict[str, dict[str, Any]]  # manifest rows of the inputs' topics by location (`_RECORDED` columns)
+    recorded: dict[str, dict[str, Any]]  # manifest rows of the inputs' topics by location (`_recorded_rows`)
     # The `batches` files of the kept segments, kept as they are; None when the log does not say which they are.
     kept_files: frozenset[str] | None = frozenset()
 
@@ -258,33 +231,19 @@ def kept_batches(spark: SparkSession, store: TableStore, plan: SegmentPlan) -> D
     return _rows_of(spark, store.read("batches", schema=BATCHES), plan.kept)
 
 
-def decoded_batches(
-    spark: SparkSession, store: TableStore, plan: SegmentPlan, pairs: list[tuple[str, str]]
-) -> DataFrame:
-    """The `batches` rows of the (cluster, topic) `pairs` as written, at least those of the segments this run
-    decoded: only theirs when the log says which files hold them, so that the manifest does not read the rows of
-    the skipped segments."""
-    location = store.path("batches")
-    written = files_by_source(location, cluster_topics(pairs))
-    if written is None:
-        return store.read("batches", schema=BATCHES).where(of_pairs(pairs))
-    paths = [path for segment in plan.to_read for path in written.get(segment.location, NO_FILES).paths]
-    return read_files(spark, location, paths, BATCHES)
-
-
 def write_manifest(
-    spark: SparkSession,
     store: TableStore,
     plan: SegmentPlan,
-    ingested: DataFrame,
+    decoded: list[WrittenFile],
     pairs: list[tuple[str, str]],
     run_id: str,
 ) -> dict[str, int]:
     """Replace the manifest rows of the (cluster, topic) `pairs`: skipped segments keep theirs, decoded ones get
     new ones.
 
-    Call it after `batches` is written; `ingested` holds the pairs' `batches` rows as written (`decoded_batches`),
-    of which those of the decoded segments are described. Returns the number of segments of `pairs` per outcome.
+    Call it after `batches` is written; `decoded` holds the facts its decode tasks gathered of each file they wrote
+    (`SEGMENT_FACTS`). The rows are a segment each, like the listing, so the driver writes them itself: no Spark
+    job. Returns the number of segments of `pairs` per outcome.
     """
     ingested_pairs = set(pairs)
     counts = dict.fromkeys(OUTCOMES, 0)
@@ -297,14 +256,66 @@ def write_manifest(
         return counts
     if exists and not counts[REMOVED] and not any(pair_of(segment) in ingested_pairs for segment in plan.to_read):
         return counts  # every row of the pairs is a skipped segment's, which stays as it is: nothing to write
-    kept = _rows_of(spark, store.read(TABLE, schema=INGEST_MANIFEST), plan.skipped)
-    rows = kept.unionByName(_decoded_rows(spark, plan, ingested, run_id)).where(of_pairs(pairs))
-    # Written by the tasks and committed by delta-rs, like `batches`: a Delta writer's own jobs cost more than
-    # making the rows (one per segment).
+    kept = [plan.recorded[segment.location] for segment in plan.skipped]
+    rows = [row for row in kept + _decoded_rows(plan, decoded, run_id) if pair_of_row(row) in ingested_pairs]
+    schema = to_arrow_schema(INGEST_MANIFEST, timezone="UTC")
     replaced = cluster_topics(pairs)
-    with store.staged_partitions(TABLE, INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY, replaced) as folder:
-        stage_pass(ArrowPass.of(rows), folder, INGEST_MANIFEST_PARTITION_BY)
+    with (
+        store.staged_partitions(TABLE, INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY, replaced) as folder,
+        PartitionedParquetSink(folder, schema, INGEST_MANIFEST_PARTITION_BY) as sink,
+    ):
+        sink.write(pa.Table.from_pylist(rows, schema=schema))
     return counts
+
+
+class SegmentFacts:
+    """Executor side: what the manifest says of one written `batches` file's segment, gathered from its rows as
+    the decode task writes them (the file's rows are one segment's, in file order), and the hashes of the
+    segment's first entry and of the last entry the file holds, read while the task has the file at hand."""
+
+    def __init__(self) -> None:
+        self.location: str | None = None
+        self.unreadable = False
+        self.last: tuple[int, str, int] | None = None  # (position, entry status, end) of the last entry
+
+    def add(self, table: pa.Table) -> None:
+        self.location = table.column("source_file")[0].as_py()
+        statuses = table.column("entry_status")
+        self.unreadable = self.unreadable or pc.any(pc.equal(statuses, STATUS_UNREADABLE)).as_py() is True
+        positions = table.column("position")
+        last = pc.index(positions, pc.max(positions)).as_py()
+        position = positions[last].as_py()
+        if self.last is None or position > self.last[0]:
+            self.last = (position, statuses[last].as_py(), position + table.column("size_bytes")[last].as_py())
+
+    def values(self) -> dict[str, Any]:
+        position, status, end = self.last or (None, None, None)
+        first_hash, last_hash = entry_hashes(self.location, position)
+        return {
+            "location": self.location,
+            "last_position": position,
+            "last_status": status,
+            "last_end": end,
+            "unreadable": self.unreadable,
+            "first_hash": first_hash,
+            "last_hash": last_hash,
+        }
+
+
+SEGMENT_FACTS = Described(
+    T.StructType(
+        [
+            T.StructField("location", T.StringType(), True),
+            T.StructField("last_position", T.LongType(), True),
+            T.StructField("last_status", T.StringType(), True),
+            T.StructField("last_end", T.LongType(), True),
+            T.StructField("unreadable", T.BooleanType(), True),
+            T.StructField("first_hash", T.StringType(), True),
+            T.StructField("last_hash", T.StringType(), True),
+        ]
+    ),
+    SegmentFacts,
+)
 
 
 def entry_hashes(location: str, last_position: int | None) -> tuple[str | None, str | None]:
@@ -349,10 +360,12 @@ def _append_entry_hashes(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -
 
 def _recorded_rows(store: TableStore, topics: list[str]) -> dict[str, dict[str, Any]]:
     """The manifest rows of `topics`, of every cluster, by location: one small row per segment file, like the
-    listing."""
+    listing (`ingested_at` in microseconds)."""
     if not store.exists(TABLE):
         return {}
-    rows = store.read(TABLE, schema=INGEST_MANIFEST).where(F.col("topic").isin(topics)).select(*_RECORDED)
+    # The instant as microseconds, which the driver writes back unchanged for the skipped segments.
+    columns = [F.unix_micros(name).alias(name) if name == "ingested_at" else name for name in INGEST_MANIFEST.names]
+    rows = store.read(TABLE, schema=INGEST_MANIFEST).where(F.col("topic").isin(topics)).select(*columns)
     return {row.source_file: row.asDict() for row in rows.collect()}
 
 
@@ -398,64 +411,64 @@ def _rows_of(spark: SparkSession, table: DataFrame, segments: list[SegmentFile])
     )
 
 
-def _decoded_rows(spark: SparkSession, plan: SegmentPlan, decoded: DataFrame, run_id: str) -> DataFrame:
-    """Manifest rows of the segments this run decoded, from their decoded rows and the files as they are now."""
-    files = spark.createDataFrame(
-        [
-            (
-                segment.location,
-                segment.topic,
-                segment.partition,
-                segment.broker_id,
-                segment.cluster_id,
-                segment.segment_base_offset,
-                segment.size,
-                segment.mtime_ns,
-                segment.location in plan.active,
-            )
-            for segment in plan.to_read
-        ],
-        _DECODED_FILES,
-    )
-    per_file = decoded.groupBy(F.col("source_file").alias("location")).agg(
-        F.count(F.lit(1)).alias("rows_ingested"),
-        F.max("position").alias("last_batch_position"),
-        F.bool_or(F.col("entry_status") == STATUS_UNREADABLE).alias("unreadable"),
-        F.max_by(F.struct("entry_status", (F.col("position") + F.col("size_bytes")).alias("end")), "position").alias(
-            "last_entry"
-        ),
-    )
-    # A file read only in part is hashed as if unreadable, so that the next run reads it again.
-    complete = ~F.coalesce(F.col("unreadable"), F.lit(False))
-    return _with_entry_hashes(files.join(per_file, "location", "left")).select(
-        "topic",
-        "partition",
-        F.col("location").alias("source_file"),
-        "broker_id",
-        "cluster_id",
-        "segment_base_offset",
-        "size_bytes",
-        "mtime_ns",
-        F.when(complete, F.col("first_batch_hash")).alias("first_batch_hash"),
-        "last_batch_position",
-        F.when(complete, F.col("last_batch_hash")).alias("last_batch_hash"),
-        "is_active",
-        F.coalesce(F.col("rows_ingested"), F.lit(0)).alias("rows_ingested"),
-        F.when(complete & F.col("last_entry.entry_status").isin(*WHOLE_ENTRIES), F.col("last_entry.end")).alias(
-            "decoded_bytes"
-        ),
-        F.lit(run_id).alias("run_id"),
-        F.lit(datetime.now(UTC)).alias("ingested_at"),
-    )
+def _decoded_rows(plan: SegmentPlan, decoded: list[WrittenFile], run_id: str) -> list[dict[str, Any]]:
+    """Manifest rows of the segments this run decoded, from the listing and the facts of the files their rows were
+    written to (several when a segment was decoded as several byte ranges); an appended segment's rows decoded
+    before count too."""
+    by_location: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for file in decoded:
+        by_location.setdefault(file.facts["location"], []).append((file.rows, file.facts))
+    ingested_at = int(datetime.now(UTC).timestamp() * 1_000_000)
+    described = []
+    for segment in plan.to_read:
+        files = by_location.get(segment.location, [])
+        before = plan.recorded[segment.location] if plan.outcomes[segment.location] == APPENDED else None
+        held = [facts for _, facts in files if facts["last_position"] is not None]
+        last = max(held, key=lambda facts: facts["last_position"], default=None)
+        first_hashes = {facts["first_hash"] for _, facts in files} or {entry_hashes(segment.location, None)[0]}
+        # A file read only in part, or changed while its ranges were read, is hashed as if unreadable, so that
+        # the next run reads it again.
+        complete = not any(facts["unreadable"] for _, facts in files) and len(first_hashes) == 1
+        if last is None and before is not None:
+            last_position, last_hash = before["last_batch_position"], before["last_batch_hash"]
+            decoded_bytes = before["decoded_bytes"]
+        elif last is None:
+            last_position, last_hash, decoded_bytes = None, entry_hashes(segment.location, None)[1], None
+        else:
+            last_position, last_hash = last["last_position"], last["last_hash"]
+            decoded_bytes = last["last_end"] if last["last_status"] in WHOLE_ENTRIES else None
+        described.append(
+            {
+                "topic": segment.topic,
+                "partition": segment.partition,
+                "source_file": segment.location,
+                "broker_id": segment.broker_id,
+                "cluster_id": segment.cluster_id,
+                "segment_base_offset": segment.segment_base_offset,
+                "size_bytes": segment.size,
+                "mtime_ns": segment.mtime_ns,
+                "first_batch_hash": next(iter(first_hashes)) if complete else None,
+                "last_batch_position": last_position,
+                "last_batch_hash": last_hash if complete else None,
+                "is_active": segment.location in plan.active,
+                "rows_ingested": sum(rows for rows, _ in files) + (before["rows_ingested"] if before else 0),
+                "decoded_bytes": decoded_bytes if complete else None,
+                "run_id": run_id,
+                "ingested_at": ingested_at,
+            }
+        )
+    return described
+
+
+def pair_of_row(row: dict[str, Any]) -> tuple[str, str]:
+    return row["cluster_id"], row["topic"]
 
 
 def _removed(store: TableStore, plan: SegmentPlan, pairs: set[tuple[str, str]]) -> int:
     """Manifest rows of the (cluster, topic) `pairs` whose file is not among the listed segments (their rows are not
     written back)."""
     removed = sum(
-        1
-        for location, row in plan.recorded.items()
-        if (row["cluster_id"], row["topic"]) in pairs and location not in plan.outcomes
+        1 for location, row in plan.recorded.items() if pair_of_row(row) in pairs and location not in plan.outcomes
     )
     # Pairs of topics that only dump or columnar inputs hold now: their manifest rows were not collected with the
     # listing, which holds every cluster's rows of the segments' topics.

@@ -141,7 +141,7 @@ class BodyFile:
 
     def close(self) -> tuple[str, int] | None:
         """The file's path and rows; None when no row was written (and there is no file)."""
-        _, rows = self._file.close()
+        rows = self._file.close().rows
         if self._parts is not None:
             self.parts = list(self._parts.tables())
         return (self.path, rows) if rows else None

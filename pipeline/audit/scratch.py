@@ -50,7 +50,7 @@ class Scratch:
         written = stage_pass(arrow_pass, self.path(name), [])
         log.info("audit stage %s written in %.1f s", name, time.perf_counter() - started)
         self._schemas[name] = arrow_pass.schema
-        self._files[name] = [path for path, _ in written]
+        self._files[name] = [file.path for file in written]
         return self.read(name)
 
     def materialise_tables(self, arrow_pass: ArrowPass, schemas: Mapping[str, T.StructType]) -> None:

@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,6 +34,30 @@ ROW_GROUP_ROWS = 131_072  # rows buffered into one row group: small Arrow batche
 COMPRESSION = "snappy"  # Spark's default, so files read the same whoever wrote them
 
 WRITTEN_FILES = T.StructType([T.StructField("path", T.StringType(), False), T.StructField("rows", T.LongType(), False)])
+
+
+class FileFacts(Protocol):
+    """What a pass learns of each file's rows while it writes them (the ingest manifest's facts of a segment's
+    rows), handed back with the file instead of read again by another job."""
+
+    def add(self, table: pa.Table) -> None: ...
+
+    def values(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Described:
+    """The facts a pass gathers per written file: their columns, and a new accumulator for each file."""
+
+    schema: T.StructType
+    new: Callable[[], FileFacts]
+
+
+class WrittenFile(NamedTuple):
+    path: str
+    rows: int
+    facts: dict[str, Any] | None = None
+
 
 # Spark's ExternalCatalogUtils.escapePathName: these characters and the control characters become %XX.
 _ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(chr(code) for code in range(0x20))
@@ -71,15 +95,23 @@ class PartitionedParquetSink:
     another attempt wrote; a failed job discards the whole folder.
     """
 
-    def __init__(self, folder: str, schema: pa.Schema, partition_by: list[str], file_by: str | None = None) -> None:
+    def __init__(
+        self,
+        folder: str,
+        schema: pa.Schema,
+        partition_by: list[str],
+        file_by: str | None = None,
+        described: Described | None = None,
+    ) -> None:
         self._files, self._folder = resolve(folder)
+        self._described = described
         self._partition_by = partition_by
         self._keys = [*partition_by, file_by] if file_by else list(partition_by)
         self._file_by = file_by
         self._file_schema = pa.schema([column for column in schema if column.name not in partition_by])
         self._open: dict[tuple, ParquetFile] = {}
         self._current: Any = None
-        self.written: list[tuple[str, int]] = []  # (path, rows) of every file closed
+        self.written: list[WrittenFile] = []  # every file closed
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -92,10 +124,13 @@ class PartitionedParquetSink:
             if target is None:
                 folder = partition_folder(self._partition_by, values[: len(self._partition_by)])
                 path = f"{self._folder}/{folder}/part-{uuid.uuid4().hex}.{COMPRESSION}.parquet"
-                target = self._open[values] = ParquetFile(self._files, path, self._file_schema)
+                facts = self._described.new() if self._described else None
+                target = self._open[values] = ParquetFile(self._files, path, self._file_schema, facts)
             target.add(rows.select(self._file_schema.names))
+            if target.facts is not None:
+                target.facts.add(rows)
 
-    def close(self) -> list[tuple[str, int]]:
+    def close(self) -> list[WrittenFile]:
         for target in self._open.values():
             self.written.append(target.close())
         self._open.clear()
@@ -112,8 +147,9 @@ class ParquetFile:
     """One Parquet file, its rows buffered into row groups of about `ROW_GROUP_ROWS`; nothing is written until
     rows come."""
 
-    def __init__(self, files, path: str, schema: pa.Schema) -> None:
+    def __init__(self, files, path: str, schema: pa.Schema, facts: FileFacts | None = None) -> None:
         self.path = path
+        self.facts = facts
         self._files = files
         self._schema = schema
         self._writer: pq.ParquetWriter | None = None
@@ -127,11 +163,11 @@ class ParquetFile:
         if self._pending_rows >= ROW_GROUP_ROWS:
             self._flush()
 
-    def close(self) -> tuple[str, int]:
+    def close(self) -> WrittenFile:
         self._flush()
         if self._writer is not None:
             self._writer.close()
-        return self.path, self.rows
+        return WrittenFile(self.path, self.rows, None if self.facts is None else self.facts.values())
 
     def _flush(self) -> None:
         if not self._pending:
@@ -184,11 +220,16 @@ def _split_by(table: pa.Table, names: list[str]) -> Iterator[tuple[tuple, pa.Tab
 
 
 def stage_pass(
-    arrow_pass: ArrowPass, folder: str, partition_by: list[str], file_by: str | None = None
-) -> list[tuple[str, int]]:
+    arrow_pass: ArrowPass,
+    folder: str,
+    partition_by: list[str],
+    file_by: str | None = None,
+    described: Described | None = None,
+) -> list[WrittenFile]:
     """Write the table of a pass into the staging `folder` from the tasks that compute it; returns each file's
-    path and rows. A pass with a function runs it on the executors and writes what it returns there, so its rows
-    never go back to the JVM (the segment decode turns descriptors into `batches` rows).
+    path and rows, and with `described` the facts its accumulator gathered of them. A pass with a function runs it
+    on the executors and writes what it returns there, so its rows never go back to the JVM (the segment decode
+    turns descriptors into `batches` rows).
 
     With `file_by`, a file holds one value of that column (PartitionedParquetSink).
     """
@@ -201,9 +242,20 @@ def stage_pass(
         to_arrow_schema(arrow_pass.schema, timezone=timezone),
         partition_by,
         file_by,
+        described,
         arrow_pass.function,
     )
-    return [(row.path, row.rows) for row in df.mapInArrow(shipped(df.sparkSession, write), WRITTEN_FILES).collect()]
+    schema = _written_schema(described)
+    return [
+        WrittenFile(row.path, row.rows, row.facts.asDict() if described else None)
+        for row in df.mapInArrow(shipped(df.sparkSession, write), schema).collect()
+    ]
+
+
+def _written_schema(described: Described | None) -> T.StructType:
+    if described is None:
+        return WRITTEN_FILES
+    return T.StructType([*WRITTEN_FILES.fields, T.StructField("facts", described.schema, True)])
 
 
 def stage_tables(
@@ -250,7 +302,7 @@ def _write_tables(
             sink.write(pa.Table.from_arrays(batch.columns, schema=schema))
     written = [file for sink, _ in opened.values() for file in sink.written]
     yield pa.RecordBatch.from_pydict(
-        {"path": [path for path, _ in written], "rows": [rows for _, rows in written]},
+        {"path": [file.path for file in written], "rows": [file.rows for file in written]},
         schema=to_arrow_schema(WRITTEN_FILES),
     )
 
@@ -260,15 +312,16 @@ def _write_files(
     schema: pa.Schema,
     partition_by: list[str],
     file_by: str | None,
+    described: Described | None,
     function: ArrowFunction | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Executor side of `stage_pass`: one task's rows into files, then one `WRITTEN_FILES` row per file."""
-    with PartitionedParquetSink(folder, schema, partition_by, file_by) as sink:
+    """Executor side of `stage_pass`: one task's rows into files, then one written-file row per file."""
+    with PartitionedParquetSink(folder, schema, partition_by, file_by, described) as sink:
         for batch in batches if function is None else function(batches):
             # As Spark does with what mapInArrow returns, the declared schema's names and nullability apply.
             sink.write(pa.Table.from_arrays(batch.columns, schema=schema))
-    yield pa.RecordBatch.from_pydict(
-        {"path": [path for path, _ in sink.written], "rows": [rows for _, rows in sink.written]},
-        schema=to_arrow_schema(WRITTEN_FILES),
-    )
+    columns = {"path": [file.path for file in sink.written], "rows": [file.rows for file in sink.written]}
+    if described is not None:
+        columns["facts"] = [file.facts for file in sink.written]
+    yield pa.RecordBatch.from_pydict(columns, schema=to_arrow_schema(_written_schema(described)))

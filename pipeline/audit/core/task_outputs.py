@@ -114,7 +114,7 @@ class TableFiles:
         """(table, path, rows) of each file written: a table without rows has none."""
         written = []
         for table, (path, file) in self._files.items():
-            _, rows = file.close()
+            rows = file.close().rows
             written.append((table, path, rows))
         self._files.clear()
         return written
