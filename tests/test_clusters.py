@@ -176,9 +176,7 @@ def test_the_report_names_the_cluster_only_when_the_run_audited_several():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    completed = subprocess.run(
-        [str(CLI), *args], capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
-    )
+    completed = subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     assert completed.returncode in (0, 1), completed.stderr[-3000:]
     return completed
 

@@ -13,9 +13,9 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 import schemas
-from pipeline.audit.kept_replay import KeptReplay, read_kept, sweep, write_kept
 from pipeline.audit.context import AuditContext
 from pipeline.audit.core.task_outputs import parts_table, task_outputs
+from pipeline.audit.kept_replay import KeptReplay, read_kept, sweep, write_kept
 from pipeline.audit.kept_tables import keep_tables, kept_parts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
@@ -138,7 +138,16 @@ def test_a_kept_replay_of_other_settings_or_changed_files_is_not_gone_on_from(
     replicas = batches.where((F.col("topic") == group.topic) & (F.col("partition") == group.partition))
     cleaned = spark.createDataFrame(
         [
-            (CLEANER_OFFSET, group.topic, group.partition, 5, None, "cleaner-offset-checkpoint", row.broker_id, row.cluster_id)
+            (
+                CLEANER_OFFSET,
+                group.topic,
+                group.partition,
+                5,
+                None,
+                "cleaner-offset-checkpoint",
+                row.broker_id,
+                row.cluster_id,
+            )
             for row in replicas.select("broker_id", "cluster_id").distinct().collect()
         ],
         CHECKPOINTS,

@@ -39,9 +39,8 @@ from pipeline.tables.store import TableStore
 from schemas.checkpoints import CHECKPOINTS, LOG_START_OFFSET, RECOVERY_POINT, REPLICATION_OFFSET
 from schemas.file_problems import (
     FILE_PROBLEMS,
-    PROBLEM_FILE_NAME,
-    PROBLEM_LEFTOVER_FILES,
     PROBLEM_LEADER_EPOCH_CHECKPOINT,
+    PROBLEM_LEFTOVER_FILES,
     PROBLEM_PARTITION_METADATA,
     PROBLEM_TIME_INDEX,
 )
@@ -521,9 +520,12 @@ def test_read_partition_files_over_the_sample(spark, sample_root):
         (PROBLEM_TIME_INDEX, "orders", 0, 0),
     ]
     messages = [problem[4] for problem in problems]
-    assert messages[1] == "1 leftover file(s), normal broker state its next start clears: 1 .swap (" + (
-        "a segment replacement (compaction or split) that did not finish; the broker completes it at startup"
-    ) + "): 00000000000000000000.log.swap"
+    assert (
+        messages[1]
+        == "1 leftover file(s), normal broker state its next start clears: 1 .swap ("
+        + ("a segment replacement (compaction or split) that did not finish; the broker completes it at startup")
+        + "): 00000000000000000000.log.swap"
+    )
     assert messages[3] == (
         f"00000000000000000000.timeindex: entry for offset 2: timestamp {TIMESTAMP + 1}, "
         f"but the batch's max timestamp is {TIMESTAMP}"

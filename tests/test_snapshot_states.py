@@ -16,8 +16,8 @@ from pyspark.testing import assertDataFrameEqual
 import schemas
 from pipeline.audit.context import AuditContext
 from pipeline.audit.engine import SIDE_TABLES, _in_known_cluster
-from pipeline.audit.replay_files import Keeping
 from pipeline.audit.replay import TP
+from pipeline.audit.replay_files import Keeping
 from pipeline.audit.snapshot_states import ReplayUnit, by_snapshot, states_of_unit
 from pipeline.audit.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.state import build_state
@@ -105,7 +105,9 @@ def test_a_partition_of_one_batch_has_its_state_at_the_snapshot_after_it(spark, 
     partition = tmp_path / "logs" / "seeded-0"
     partition.mkdir(parents=True)
     (tmp_path / "logs" / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=seeded-cluster\n")
-    (partition / segment_file_name(0)).write_bytes(encode_batch(0, 50, producer_id=4001, producer_epoch=0, base_sequence=0))
+    (partition / segment_file_name(0)).write_bytes(
+        encode_batch(0, 50, producer_id=4001, producer_epoch=0, base_sequence=0)
+    )
     entry = (4001, 0, 49, 49, 49, 0, -1, -1)  # pid, epoch, last sequence, last offset, offset delta, time, ...
     (partition / segment_file_name(50, ".snapshot")).write_bytes(snapshot_bytes([entry]))
     settings = AuditSettings()

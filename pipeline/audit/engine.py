@@ -46,12 +46,12 @@ from pipeline.audit.columns import explode_findings
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.core.task_outputs import findings_table
 from pipeline.audit.global_transactions import build_global_transactions
-from pipeline.audit.repeats import once_per_producer
 from pipeline.audit.hanging import CAUSE_COLUMNS
 from pipeline.audit.kept_coordinator import CoordinatorOutcome, changed_records, has_findings, with_kept_findings
 from pipeline.audit.kept_findings import earlier_findings, kept_for
 from pipeline.audit.read_committed import build_read_committed
 from pipeline.audit.registry import CHECKS, FRAMES
+from pipeline.audit.repeats import once_per_producer
 from pipeline.audit.replay import TP, TP_PID
 from pipeline.audit.replay_files import Keeping, ReplayOutcome
 from pipeline.audit.scratch import Scratch
@@ -184,7 +184,9 @@ def run_audit(
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
     inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables, keeping)
     findings = once_per_producer(
-        evaluate_frames(inputs, ctx, scratch, empty_tables, keeping and keeping.outcome, keeping and keeping.coordinator)
+        evaluate_frames(
+            inputs, ctx, scratch, empty_tables, keeping and keeping.outcome, keeping and keeping.coordinator
+        )
     )
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(

@@ -14,8 +14,8 @@ from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP
 from schemas.file_problems import (
     PROBLEM_FILE_NAME,
-    PROBLEM_LEFTOVER_FILES,
     PROBLEM_LEADER_EPOCH_CHECKPOINT,
+    PROBLEM_LEFTOVER_FILES,
     PROBLEM_OFFSET_INDEX,
     PROBLEM_PARTITION_METADATA,
     PROBLEM_TIME_INDEX,

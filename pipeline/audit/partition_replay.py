@@ -193,10 +193,9 @@ def _go_on(
     last_rows = body.write_walk(replay(iter(added.to_batches()), earlier=earlier, ends=ends))
     written = body.close()
     for key in earlier.producers.carries:
-        if (
-            earlier.producers.version(key, version_mode) != ends.producers.version(key, version_mode)
-            or ends.producers.followed_kept_markers(key)
-        ):
+        if earlier.producers.version(key, version_mode) != ends.producers.version(
+            key, version_mode
+        ) or ends.producers.followed_kept_markers(key):
             _remove(written)
             return None
     kept = tails.filter(pa.array(~moved))

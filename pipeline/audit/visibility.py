@@ -11,9 +11,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext
-from pipeline.audit.frames import OPEN_TRANSACTIONS, PARTITIONS
 from pipeline.audit.core import expr as E
 from pipeline.audit.core.mergeable import Mergeable, Part
+from pipeline.audit.frames import OPEN_TRANSACTIONS, PARTITIONS
 from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import COMPACTION, TP
 from pipeline.audit.segments import partition_facts

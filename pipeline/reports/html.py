@@ -180,9 +180,7 @@ def _findings(findings: Mapping[str, Any], clusters: int) -> str:
     parts.append(
         '<div class="grid">'
         + _figure(charts.severity_chart(dict(reversed(findings["by_severity"].items()))), "Findings by severity")
-        + _figure(
-            charts.rule_chart(findings["by_rule"], charts.ATTENTION), "Findings at WARN and above by rule"
-        )
+        + _figure(charts.rule_chart(findings["by_rule"], charts.ATTENTION), "Findings at WARN and above by rule")
         + _figure(charts.rule_chart(findings["by_rule"], ("INFO",)), "INFO findings by rule")
         + "</div>"
     )

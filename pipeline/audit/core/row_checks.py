@@ -113,12 +113,16 @@ def _findings(check: RowCheck, rows: Rows, schema: pa.Schema) -> pa.Table:
 def _evidence(evidence: Mapping[str, Expr], rows: Rows, count: int, map_type: pa.DataType) -> pa.Array:
     """Each row's evidence map: its keys in order, each value as text ("null" for a null, as `as_text` gives)."""
     keys = list(evidence)
-    texts = [pc.fill_null(as_array(value.evaluate(rows), count).cast(pa.string()), "null") for value in evidence.values()]
+    texts = [
+        pc.fill_null(as_array(value.evaluate(rows), count).cast(pa.string()), "null") for value in evidence.values()
+    ]
     offsets = pa.array([index * len(keys) for index in range(count + 1)], pa.int32())
     if not keys:
         return pa.MapArray.from_arrays(offsets, pa.array([], pa.string()), pa.array([], pa.string()), type=map_type)
     flat_keys = pa.array(keys * count, pa.string())
-    flat_values = pc.take(pa.concat_arrays(texts), _interleaved(len(keys), count)) if count else pa.array([], pa.string())
+    flat_values = (
+        pc.take(pa.concat_arrays(texts), _interleaved(len(keys), count)) if count else pa.array([], pa.string())
+    )
     return pa.MapArray.from_arrays(offsets, flat_keys, flat_values, type=map_type)
 
 
