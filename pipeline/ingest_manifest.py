@@ -284,6 +284,8 @@ class SegmentFacts:
         self.unreadable = self.unreadable or pc.any(pc.equal(statuses, STATUS_UNREADABLE)).as_py() is True
         positions = table.column("position")
         last = pc.index(positions, pc.max(positions)).as_py()
+        if last < 0:
+            return  # no row of these has a position (as the old group-by's max, which skips nulls)
         position = positions[last].as_py()
         if self.last is None or position > self.last[0]:
             self.last = (position, statuses[last].as_py(), position + table.column("size_bytes")[last].as_py())

@@ -53,8 +53,8 @@ def test_rows_read_back_as_written_one_file_per_source_file(spark, tmp_path):
 
     written = stage_pass(ArrowPass.of(df), str(tmp_path), ["topic"], file_by="source_file")
 
-    held = [pq.read_table(path).column("source_file").unique().to_pylist() for path, _ in written]
-    assert sorted(count for _, count in written) == [5] * 6
+    held = [pq.read_table(file.path).column("source_file").unique().to_pylist() for file in written]
+    assert sorted(file.rows for file in written) == [5] * 6
     assert sorted(held) == sorted([source_file] for source_file in {row[1] for row in rows})
     assertDataFrameEqual(spark.read.schema(SCHEMA).parquet(str(tmp_path)).select(*SCHEMA.fieldNames()), df)
 
@@ -73,7 +73,7 @@ def test_rows_of_runs_on_the_executors_and_its_rows_are_written(spark, tmp_path)
     descriptors = spark.createDataFrame([("orders", 3), ("payments", 2)], "topic string, rows int")
     written = stage_pass(ArrowPass(descriptors, _expand, SCHEMA), str(tmp_path), ["topic"], file_by="source_file")
 
-    assert sorted(count for _, count in written) == [2, 3]
+    assert sorted(file.rows for file in written) == [2, 3]
     read = spark.read.schema(SCHEMA).parquet(str(tmp_path)).select(*SCHEMA.fieldNames())
     assertDataFrameEqual(
         read.groupBy("topic").count(),
@@ -87,7 +87,7 @@ def test_small_batches_are_gathered_into_row_groups(tmp_path, monkeypatch):
     with PartitionedParquetSink(str(tmp_path), schema, ["topic"]) as sink:
         for start in range(0, 600, 100):
             sink.write(pa.table({"topic": ["t"] * 100, "position": list(range(start, start + 100))}, schema=schema))
-    ((path, rows),) = sink.written
+    ((path, rows, _),) = sink.written
 
     metadata = pq.read_metadata(path)
     assert rows == 600
@@ -101,7 +101,7 @@ def test_only_text_columns_are_written_with_a_dictionary(tmp_path):
         sink.write(
             pa.table({"topic": ["t"] * 1000, "source_file": ["f"] * 1000, "position": range(1000)}, schema=schema)
         )
-    ((path, _),) = sink.written
+    ((path, _, _),) = sink.written
 
     columns = pq.read_metadata(path).row_group(0)
     encodings = {columns.column(index).path_in_schema: columns.column(index) for index in range(columns.num_columns)}
@@ -114,7 +114,7 @@ def test_a_null_partition_value_goes_to_hives_default_folder(tmp_path):
     schema = pa.schema([("topic", pa.string()), ("position", pa.int64())])
     with PartitionedParquetSink(str(tmp_path), schema, ["topic"]) as sink:
         sink.write(pa.table({"topic": ["a", None, "a"], "position": [1, 2, 3]}, schema=schema))
-    assert sorted((Path(path).parent.name, rows) for path, rows in sink.written) == [
+    assert sorted((Path(path).parent.name, rows) for path, rows, _ in sink.written) == [
         (f"topic={HIVE_NULL}", 1),
         ("topic=a", 2),
     ]

@@ -240,7 +240,7 @@ def test_staged_partitions_replace_like_overwrite_partitions(spark, store):
     for _ in range(2):  # a rerun leaves the same rows
         with store.staged_partitions("batches", SCHEMA, PARTITION_BY, {"topic": TOPICS[:2]}) as folder:
             written = stage_pass(ArrowPass.of(frame(spark, TOPICS[:2], base_offset=100)), folder, PARTITION_BY)
-        assert sum(rows for _, rows in written) == 4
+        assert sum(file.rows for file in written) == 4
 
     assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS[:2], base_offset=100) + rows(TOPICS[2:]))
     assert store.count("batches", {"topic": TOPICS[:2]}) == 4
