@@ -339,7 +339,14 @@ def _hash_at(source: pa.NativeFile, position: int | None, size: int) -> str:
     """BLAKE2b-128 of up to HASHED_BYTES bytes at `position`; bytes the file does not have are left out."""
     length = 0 if position is None else max(0, min(HASHED_BYTES, size - position))
     data = source.read_at(length, position) if length else b""
+    return _hash_of(data)
+
+
+def _hash_of(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+_NO_BYTES = _hash_of(b"")  # what `entry_hashes` gives an empty file, for both entries
 
 
 def _with_entry_hashes(files: DataFrame) -> DataFrame:
@@ -427,7 +434,10 @@ def _decoded_rows(plan: SegmentPlan, decoded: list[WrittenFile], run_id: str) ->
         before = plan.recorded[segment.location] if plan.outcomes[segment.location] == APPENDED else None
         held = [facts for _, facts in files if facts["last_position"] is not None]
         last = max(held, key=lambda facts: facts["last_position"], default=None)
-        first_hashes = {facts["first_hash"] for _, facts in files} or {entry_hashes(segment.location, None)[0]}
+        # A file no task wrote rows of is an empty one (any other decodes to a row at least): its hashes are of
+        # no bytes, known without opening it on the driver; if it was not empty after all, no hash makes the next
+        # run read it again.
+        first_hashes = {facts["first_hash"] for _, facts in files} or {_NO_BYTES if segment.size == 0 else None}
         # A file read only in part, or changed while its ranges were read, is hashed as if unreadable, so that
         # the next run reads it again.
         complete = not any(facts["unreadable"] for _, facts in files) and len(first_hashes) == 1
@@ -435,7 +445,7 @@ def _decoded_rows(plan: SegmentPlan, decoded: list[WrittenFile], run_id: str) ->
             last_position, last_hash = before["last_batch_position"], before["last_batch_hash"]
             decoded_bytes = before["decoded_bytes"]
         elif last is None:
-            last_position, last_hash, decoded_bytes = None, entry_hashes(segment.location, None)[1], None
+            last_position, last_hash, decoded_bytes = None, next(iter(first_hashes)), None
         else:
             last_position, last_hash = last["last_position"], last["last_hash"]
             decoded_bytes = last["last_end"] if last["last_status"] in WHOLE_ENTRIES else None

@@ -213,6 +213,23 @@ def test_reruns_decode_only_new_active_and_changed_segments(spark, tmp_path):
     ) == other_topic
 
 
+def test_an_empty_active_segment_is_described_without_rows_and_skipped_next_time(spark, tmp_path):
+    """A broker rolls a new segment before writing to it: an empty file, which no decode task writes rows of."""
+    root = write_log_dir(tmp_path / "logs", {"orders-0": [0]})
+    empty = root / "broker-0" / "orders-0" / segment_file_name(BATCHES_PER_SEGMENT)
+    empty.write_bytes(b"")
+    store = TableStore(spark, str(tmp_path / "warehouse"))
+
+    def ingest(run_id: str) -> dict[str, int]:
+        return segment_counts(runner.ingest(spark, store, Settings(), run_id, [str(root)]))
+
+    assert ingest("run-1") == outcomes(new=2)
+    row = manifest(store, "orders")[f"orders-0/{empty.name}"]
+    assert (row.rows_ingested, row.last_batch_position, row.decoded_bytes, row.is_active) == (0, None, None, True)
+    assert (row.first_batch_hash, row.last_batch_hash) == entry_hashes(str(empty), None)
+    assert ingest("run-2") == outcomes(skipped=2)
+
+
 def outcomes(**counts: int) -> dict[str, int]:
     """Segments per outcome, every outcome named."""
     return {outcome: counts.get(outcome, 0) for outcome in OUTCOMES}
