@@ -140,7 +140,7 @@ def _execute(args: argparse.Namespace) -> int:
 
     from pipeline.compilers import expected_batches
     from pipeline.reports.summary import render_text
-    from pipeline.session import build_session, import_while_starting
+    from pipeline.session import build_session, configured_master, import_while_starting
     from pipeline.tables.lock import WarehouseLock
     from pipeline.tables.publication import WRITER_COMMANDS
     from pipeline.tables.store import TableStore
@@ -153,7 +153,8 @@ def _execute(args: argparse.Namespace) -> int:
     owns_session = SparkSession.getActiveSession() is None
     with terminated_as_error(owns_session), lock if lock is not None else nullcontext():
         if owns_session:
-            log.info("%s %s: starting Spark (master %s)", args.command, run_id, _master(settings))
+            master = configured_master(settings) or "from spark-submit"
+            log.info("%s %s: starting Spark (master %s)", args.command, run_id, master)
             import_while_starting()
         batches = expected_batches(args.command, getattr(args, "inputs", None) or [], settings.warehouse)
         spark = build_session(settings, batches if owns_session else None)
@@ -171,12 +172,6 @@ def _execute(args: argparse.Namespace) -> int:
     if code == EXIT_FINDINGS:
         log.info("exit %d: findings at or above %s", code, settings.fail_on)
     return code
-
-
-def _master(settings: Settings) -> str:
-    if os.environ.get("SPARK_MASTER_FROM_SUBMIT") or not settings.spark.master:
-        return "from spark-submit"
-    return settings.spark.master
 
 
 def _compare(args: argparse.Namespace, settings: Settings) -> int:

@@ -35,8 +35,9 @@ def build_session(settings: Settings, expected_batches: int | None = None) -> Sp
     # Local Python workers must use this interpreter (it has pyarrow and the project installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(settings.spark.app_name)
-    if settings.spark.master and not os.environ.get("SPARK_MASTER_FROM_SUBMIT"):
-        builder = builder.master(settings.spark.master)
+    master = configured_master(settings)
+    if master:
+        builder = builder.master(master)
     conf = dict(settings.spark.conf)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # else spark-submit started the JVM, with its jars (spark-submit.sh)
         conf = session_conf(conf, settings.delta.backend)
@@ -52,13 +53,17 @@ def build_session(settings: Settings, expected_batches: int | None = None) -> Sp
     return spark
 
 
-def import_while_starting(modules: tuple[str, ...] = WARM_IMPORTS) -> threading.Thread:
-    """Import `modules` on a daemon thread. Safe from import deadlocks because the thread that starts Spark
-    imports none of them and they import nothing of this project: no two threads can wait on each other's
-    module locks."""
-    thread = threading.Thread(target=lambda: [importlib.import_module(name) for name in modules], daemon=True)
-    thread.start()
-    return thread
+def configured_master(settings: Settings) -> str | None:
+    """The master this process sets; None when spark-submit set it (spark-submit.sh) or the config leaves it out."""
+    if os.environ.get("SPARK_MASTER_FROM_SUBMIT"):
+        return None
+    return settings.spark.master or None
+
+
+def import_while_starting(modules: tuple[str, ...] = WARM_IMPORTS) -> None:
+    """Import `modules` on a daemon thread. No import deadlock: they import nothing of this project or of
+    pyspark, so the thread never waits on a module lock the thread starting Spark holds while waiting on it."""
+    threading.Thread(target=lambda: [importlib.import_module(name) for name in modules], daemon=True).start()
 
 
 def with_progress_bar(conf: Mapping[str, str], stderr: TextIO) -> dict[str, str]:
