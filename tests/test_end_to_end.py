@@ -6,7 +6,6 @@ broker dir)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,12 @@ from deltalake import DeltaTable
 
 from pipeline.cli import main
 from pipeline.generate.recall import compare_with_findings
+from tests.commands import cli
 
 REPO = Path(__file__).resolve().parent.parent
-CLI = Path(sys.executable).parent / "produce-audit"
 GENERATED_GOLDEN = REPO / "tests" / "golden" / "generated-4000"
 LARGE_TASK_BINARY = "Broadcasting large task binary"
 MIB = 1024 * 1024
-
-
-def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def run_over(inputs: list[Path], warehouse: Path, *extra: str) -> subprocess.CompletedProcess:

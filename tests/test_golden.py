@@ -6,49 +6,33 @@ change of any verdict, transaction or summary of the sample shows here as a read
 
 from __future__ import annotations
 
-import contextlib
-import io
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 from pyspark.sql import types as T
 
-from pipeline.cli import main
 from pipeline.reports.golden import compare_tables, compared_schema
+from tests.commands import in_process
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_GOLDEN = REPO / "tests" / "golden" / "sample"
 
 
-@dataclass
-class Completed:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def cli(*args: str) -> Completed:
-    """The command in this process, on the test session's SparkSession (main() reuses the active one)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return Completed(code, out.getvalue(), err.getvalue())
-
-
 @pytest.fixture(scope="module")
 def sample_warehouse(spark, tmp_path_factory) -> Path:
     warehouse = tmp_path_factory.mktemp("golden") / "wh"
-    completed = cli("run", "--input", str(REPO / "samples" / "basic"), "--warehouse", str(warehouse))
+    completed = in_process("run", "--input", str(REPO / "samples" / "basic"), "--warehouse", str(warehouse))
     assert completed.returncode == 1, completed.stderr[-3000:]  # the sample's CRITICAL finding
     return warehouse
 
 
 def test_the_sample_matches_its_golden_outputs(sample_warehouse, tmp_path):
     junit = tmp_path / "compare.xml"
-    completed = cli("compare", "--actual", str(sample_warehouse), "--golden", str(SAMPLE_GOLDEN), "--junit", str(junit))
+    completed = in_process(
+        "compare", "--actual", str(sample_warehouse), "--golden", str(SAMPLE_GOLDEN), "--junit", str(junit)
+    )
     assert completed.returncode == 0, completed.stdout + completed.stderr[-3000:]
     assert completed.stdout.splitlines() == [
         "findings: equal (2 rows)",
@@ -62,7 +46,7 @@ def test_the_sample_matches_its_golden_outputs(sample_warehouse, tmp_path):
 
 def test_update_golden_writes_the_same_files_again(sample_warehouse, tmp_path):
     """Sorted rows and no run ids: a second run of the same input gives byte-identical golden files."""
-    completed = cli("compare", "--actual", str(sample_warehouse), "--golden", str(tmp_path), "--update-golden")
+    completed = in_process("compare", "--actual", str(sample_warehouse), "--golden", str(tmp_path), "--update-golden")
     assert completed.returncode == 0, completed.stderr[-3000:]
     for expected in sorted(SAMPLE_GOLDEN.glob("*.jsonl")):
         assert (tmp_path / expected.name).read_text() == expected.read_text(), expected.name
@@ -80,7 +64,7 @@ def test_a_changed_golden_output_is_a_readable_difference_and_exit_1(sample_ware
         file.write('{"topic":"ghost","partition":9,"producer_id":5,"broker_id":0}\n')
     junit = tmp_path / "compare.xml"
 
-    completed = cli("compare", "--actual", str(sample_warehouse), "--golden", str(golden), "--junit", str(junit))
+    completed = in_process("compare", "--actual", str(sample_warehouse), "--golden", str(golden), "--junit", str(junit))
 
     assert completed.returncode == 1, completed.stderr[-3000:]
     lines = completed.stdout.splitlines()
@@ -98,7 +82,7 @@ def test_a_changed_golden_output_is_a_readable_difference_and_exit_1(sample_ware
 
 
 def test_a_missing_golden_folder_is_one_line_and_exit_2(sample_warehouse, tmp_path):
-    completed = cli("compare", "--actual", str(sample_warehouse), "--golden", str(tmp_path / "none"))
+    completed = in_process("compare", "--actual", str(sample_warehouse), "--golden", str(tmp_path / "none"))
     assert completed.returncode == 2
     assert (
         completed.stderr.strip()

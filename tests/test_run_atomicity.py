@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 from pipeline.samples import generate
 from pipeline.tables.lock import LOCK_FILE
 from pipeline.termination import Terminated, terminated_as_error
-from tests.test_end_to_end import CLI, cli
+from tests.commands import CLI, cli, in_process
 
 AUDIT_TABLES = ("findings", "transactions", "producer_state", "partition_summary")
 
@@ -104,7 +104,7 @@ def test_of_two_runs_at_once_one_is_refused_and_names_the_holder(first_run):
     assert not (warehouse / LOCK_FILE).exists()
 
 
-def test_a_run_killed_after_its_findings_commit_leaves_readers_on_the_previous_run(first_run):
+def test_a_run_killed_after_its_findings_commit_leaves_readers_on_the_previous_run(first_run, spark):
     root, warehouse, _ = first_run
     published = _published(warehouse)
     before = _published_rows(warehouse)
@@ -126,7 +126,7 @@ def test_a_run_killed_after_its_findings_commit_leaves_readers_on_the_previous_r
     assert (warehouse / LOCK_FILE).exists()  # the dead run's
     assert _published(warehouse)["run_id"] == published["run_id"]
     assert _published_rows(warehouse) == before
-    report = cli("report", "--warehouse", str(warehouse))
+    report = in_process("report", "--warehouse", str(warehouse))
     assert report.returncode == 1, report.stderr[-2000:]  # the sample's CRITICAL finding, not a false all-clear
     again = json.loads(summary_path.read_text())
     summary.pop("run"), again.pop("run")
