@@ -7,6 +7,8 @@ from __future__ import annotations
 import filecmp
 import json
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,8 +19,9 @@ from pipeline.generate.cluster import COMPACTED_TOPICS_GLOB
 from pipeline.sources.kafka_format.windows import decode_segment
 from schemas.batches import STATUS_OK
 from tests import benchmark_modules
-from tests.commands import cli, in_process
 
+REPO = Path(__file__).resolve().parent.parent
+CLI = Path(sys.executable).parent / "produce-audit"
 SHARE = 0.05
 # The tables an ingest writes from the segments and the files beside them (not the manifest, which describes
 # each segment's decode, nor `offset_commits`, which the generator does not fill).
@@ -46,7 +49,10 @@ def final_root(tmp_path_factory) -> Path:
     batches in 16 KiB segments give as many segments as 20,000 in 64 KiB ones, at a third of the rows to audit
     three times over."""
     root = tmp_path_factory.mktemp("nightly") / "final"
-    completed = cli("generate", "--out", str(root), "--batches", "6000", "--seed", "11", "--segment-bytes", "16384")
+    completed = subprocess.run(
+        [str(CLI), "generate", "--out", str(root), "--batches", "6000", "--seed", "11", "--segment-bytes", "16384"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     return root
 
@@ -84,29 +90,34 @@ def test_withhold_truncates_on_batch_boundaries_and_append_restores_the_root(fin
     assert mismatched == [] and errors == []
 
 
-def audited(root: Path, warehouse: Path, conf: Path) -> str:
-    """`run` over the root's broker dirs in this process (the run's tables are the subject here, not the command):
-    its log."""
-    args = ["run", "--warehouse", str(warehouse), "--conf", str(conf), "--fail-on", "never"]
+def start_run(root: Path, warehouse: Path, conf: Path, log: Path) -> subprocess.Popen:
+    """`produce-audit run` over the root's broker dirs, its log in a file (two runs at once never block on a pipe)."""
+    args = [str(CLI), "run", "--warehouse", str(warehouse), "--conf", str(conf), "--fail-on", "never"]
     for broker in sorted(root.glob("broker-*")):
         args += ["--input", str(broker)]
-    completed = in_process(*args)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return completed.stderr
+    with log.open("w") as stderr:
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL)
 
 
-def test_nightly_rerun_after_an_append_gives_a_full_runs_tables(spark, final_root, tmp_path):
+def finished(process: subprocess.Popen, log: Path) -> str:
+    assert process.wait(timeout=600) == 0, log.read_text()[-3000:]
+    return log.read_text()
+
+
+def test_nightly_rerun_after_an_append_gives_a_full_runs_tables(final_root, tmp_path):
     root = tmp_path / "root"
     conf = tmp_path / "generated.yaml"
     conf.write_text(f'audit:\n  compacted_topics: ["{COMPACTED_TOPICS_GLOB}"]\n')
     nightly, full = tmp_path / "wh-nightly", tmp_path / "wh-full"
     log_append.withhold(final_root, root, SHARE)
-    audited(root, nightly, conf)
+    finished(start_run(root, nightly, conf, tmp_path / "first.err"), tmp_path / "first.err")
     first_files = set(DeltaTable(str(nightly / "transaction_log")).file_uris())
     log_append.append(root, final_root)
 
-    rerun_log = audited(root, nightly, conf)
-    audited(root, full, conf)
+    rerun = start_run(root, nightly, conf, tmp_path / "rerun.err")  # the two runs at once: one test, two cores
+    fresh = start_run(root, full, conf, tmp_path / "full.err")
+    rerun_log = finished(rerun, tmp_path / "rerun.err")
+    finished(fresh, tmp_path / "full.err")
 
     outcomes = {name: int(count) for name, count in SEGMENTS_LINE.search(rerun_log).groupdict().items()}
     assert outcomes["skipped"] > 0 and outcomes["new"] > 0, rerun_log  # the incremental ingest, not a full one
