@@ -1,5 +1,6 @@
-"""A frame that declares its rows all come from one side table (`Frame.rows_of`) builds no row without that
-table's rows: the engine does not build it when the run knows the table is empty, so the declaration must hold."""
+"""A frame that declares its rows all come from one input table (`Frame.rows_of`) builds no row without that
+table's rows, and one that declares its rows are of partitions with several copies (`Frame.of_copies`) builds none
+from one copy of each: the engine does not build either when the run knows, so the declarations must hold."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from logbuilder import T0, PartitionLog
 from pyspark.sql import functions as F
 from test_rules import SCENARIOS
 
-from pipeline.audit.context import AuditContext
+from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import FRAMES
 from pipeline.audit.state import build_state
 from pipeline.config import AuditSettings
@@ -27,11 +28,15 @@ SIDE_TABLES = {  # AuditInputs attribute: (PartitionLog attribute, schema)
     "leader_epochs": ("leader_epoch_rows", LEADER_EPOCHS),
 }
 DECLARING = sorted(name for name, frame in FRAMES.items() if frame.rows_of)
+OF_COPIES = sorted(name for name, frame in FRAMES.items() if frame.of_copies)
 CTX = AuditContext(AuditSettings(), None)
 
 
-def test_the_frames_of_the_side_tables_declare_them():
-    assert {FRAMES[name].rows_of for name in DECLARING} == set(SIDE_TABLES)
+def test_the_frames_of_the_side_tables_declare_them_and_every_declared_table_is_an_input():
+    declared = {FRAMES[name].rows_of for name in DECLARING}
+    assert set(SIDE_TABLES) <= declared
+    assert declared <= set(AuditInputs.__dataclass_fields__)
+    assert {"batches.other_copies", "replica_divergence.copies"} <= set(OF_COPIES)
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +66,17 @@ def test_a_frame_has_no_rows_without_the_rows_of_its_side_table(name, inputs):
     assert frame.build(inputs, CTX).count() > 0  # with the table's rows it has some, so the check below can fail
     emptied = replace(inputs, **{frame.rows_of: getattr(inputs, frame.rows_of).limit(0)})
     assert frame.build(emptied, CTX).count() == 0
+
+
+@pytest.mark.parametrize("name", OF_COPIES)
+def test_a_frame_of_copies_has_no_rows_from_one_copy_of_each_partition(name, inputs):
+    frame = FRAMES[name]
+    replica = ["cluster_id", "topic", "partition", "broker_id"]
+    audited = inputs.segments.select(*replica).distinct()
+    rows = inputs.all_batches.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1)))
+    # a second broker's copy of every partition, none of its CRCs matching: something for each frame to report
+    copied = rows.withColumn("broker_id", F.col("broker_id") + 1000).withColumn("crc_valid", F.lit(False))
+    with_copies = replace(inputs, all_batches=rows.unionByName(copied))
+    assert frame.build(with_copies, CTX).count() > 0  # so the check below can fail
+    one_copy = rows.unionByName(copied).join(audited, on=replica, how="left_semi")
+    assert frame.build(replace(inputs, all_batches=one_copy), CTX).count() == 0

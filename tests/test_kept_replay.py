@@ -5,6 +5,7 @@ only what the manifest of the last published audit names."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def _withheld(groups: list[FileGroup], every: int) -> list[FileGroup]:
     """Every `every`th partition without the file of its newest segment: as it stood before that segment was
     appended."""
     return [
-        FileGroup(group.topic, group.partition, tuple(sorted(group.paths, key=_segment)[:-1]), group.size_bytes)
+        replace(group, paths=tuple(sorted(group.paths, key=_segment)[:-1]))
         if number % every == 0 and len(group.paths) > 1
         else group
         for number, group in enumerate(groups)
@@ -118,7 +119,7 @@ def test_a_kept_replay_of_other_settings_or_changed_files_is_not_gone_on_from(
     shrunk = next(number for number, group in enumerate(groups) if len(group.paths) > 1)
     changed = list(groups)
     group = groups[shrunk]
-    changed[shrunk] = FileGroup(group.topic, group.partition, tuple(sorted(group.paths, key=_segment)[1:]), 0)
+    changed[shrunk] = replace(group, paths=tuple(sorted(group.paths, key=_segment)[1:]), size_bytes=0)
     rerun, kept = _replayed(spark, generated_warehouse, changed, scratch, folder, "rerun", first)
     full, _ = _replayed(spark, generated_warehouse, changed, scratch, tmp_path / "full", "full")
     assertDataFrameEqual(rerun, full)
@@ -177,7 +178,7 @@ def test_the_kept_parts_merged_with_those_of_the_replayed_rows_aggregate_all_row
     shrunk = next(number for number, group in enumerate(groups) if len(group.paths) > 1)
     group = groups[shrunk]
     changed = list(groups)
-    changed[shrunk] = FileGroup(group.topic, group.partition, tuple(sorted(group.paths, key=_segment)[1:]), 0)
+    changed[shrunk] = replace(group, paths=tuple(sorted(group.paths, key=_segment)[1:]), size_bytes=0)
     rerun, _ = _aggregated(spark, generated_warehouse, changed, scratch, folder, "rerun", kept)
     full, _ = _aggregated(spark, generated_warehouse, changed, scratch, tmp_path / "full-changed", "full-changed")
     for table in full:

@@ -92,6 +92,34 @@ def test_files_are_grouped_by_the_partition_their_statistics_name(tmp_path):
     assert all(Path(path).is_file() for group in groups for path in group.paths)
 
 
+def test_a_partition_counts_the_log_dirs_its_segment_files_came_from_per_cluster(tmp_path):
+    def segment_files(location: Path, files: list[tuple[str, int, str]]) -> None:
+        for cluster, partition, source in files:
+            rows = pa.table(
+                {
+                    "cluster_id": [cluster],
+                    "topic": ["t"],
+                    "partition": pa.array([partition], pa.int32()),
+                    "source_file": [source],
+                }
+            )
+            write_deltalake(str(location), rows, partition_by=["cluster_id", "topic"], mode="append")
+
+    segment_files(
+        tmp_path / "copies",
+        [
+            ("a", 0, "/logs/broker-0/t-0/00000000000000000000.log"),
+            ("a", 0, "/logs/broker-0/t-0/00000000000000000100.log"),
+            ("b", 0, "/other/broker-1/t-0/00000000000000000000.log"),  # another cluster: not a copy
+            ("a", 1, "/logs/broker-0/t-1/00000000000000000000.log"),
+            ("a", 1, "/logs/broker-1/t-1/00000000000000000000.log"),  # a second replica
+            ("a", 2, "/dumps/t-2.txt"),  # dump text: its rows may name any broker
+        ],
+    )
+    groups = files_per_partition(str(tmp_path / "copies"))
+    assert {group.partition: group.copies for group in groups} == {0: 1, 1: 2, 2: 2}
+
+
 def test_a_file_of_several_partitions_leaves_the_rows_to_spark(tmp_path):
     _delta_batches(tmp_path / "mixed", [[0], [0, 1]])
     assert files_per_partition(str(tmp_path / "mixed")) is None

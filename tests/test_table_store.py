@@ -544,3 +544,16 @@ def file_index(df) -> str:
     """The class of the file index the scan of a one-table DataFrame lists its files with."""
     leaf = df._jdf.queryExecution().optimizedPlan().collectLeaves().head()
     return leaf.relation().location().getClass().getSimpleName()
+
+
+def test_native_commits_plain_tables_with_delta_rs_and_leaves_tables_with_features_to_delta_spark(spark, tmp_path):
+    require_native(spark)
+    store = TableStore(spark, str(tmp_path / "warehouse"), backend="native")
+    store.overwrite_partitions(frame(spark, TOPICS[:1]), "batches", ["topic"], {"topic": [TOPICS[0]]})
+    location = store.path("batches")
+    assert deltalake.DeltaTable(location).history(1)[0]["engineInfo"].startswith("delta-rs")
+
+    spark.sql(f"ALTER TABLE delta.`{location}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    store.overwrite_partitions(frame(spark, TOPICS[1:2]), "batches", ["topic"], {"topic": [TOPICS[1]]})
+    assert "Delta-Lake" in deltalake.DeltaTable(location).history(1)[0]["engineInfo"]
+    assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS[:2]))

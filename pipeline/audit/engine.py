@@ -50,7 +50,7 @@ from pipeline.audit.hanging import CAUSE_COLUMNS
 from pipeline.audit.kept_coordinator import CoordinatorOutcome, changed_records, has_findings, with_kept_findings
 from pipeline.audit.kept_findings import earlier_findings, kept_for
 from pipeline.audit.read_committed import build_read_committed
-from pipeline.audit.registry import CHECKS, FRAMES
+from pipeline.audit.registry import CHECKS, FRAMES, Frame
 from pipeline.audit.repeats import once_per_producer
 from pipeline.audit.replay import TP, TP_PID
 from pipeline.audit.replay_files import Keeping, ReplayOutcome
@@ -105,17 +105,32 @@ def evaluate_frames(
     empty_tables: frozenset[str] = frozenset(),
     outcome: ReplayOutcome | None = None,
     coordinator: CoordinatorOutcome | None = None,
+    one_copy_each: bool = False,
 ) -> DataFrame:
     """Every registered check on its frame: the row-local frames' findings as the replay's tasks wrote them
-    (`row_local_findings`), every other frame's by one plan each (`frame_findings`); frames whose inputs are absent
-    are skipped, and so are those whose rows come from a side table in `empty_tables` (Frame.rows_of)."""
-    builders = {
-        f"findings/frame={name}": partial(frame_findings, name, inputs, ctx, coordinator)
+    (`row_local_findings`), every other frame's by one plan each (`frame_findings`). Frames whose inputs are absent
+    are skipped, and so are those that can have no rows (`without_rows`)."""
+    planned = [
+        name
         for name, checks in CHECKS.items()
-        if checks and not FRAMES[name].row_local and FRAMES[name].rows_of not in empty_tables
-    }
+        if checks
+        and not FRAMES[name].row_local
+        and not without_rows(FRAMES[name], scratch, empty_tables, one_copy_each)
+    ]
+    builders = {f"findings/frame={name}": partial(frame_findings, name, inputs, ctx, coordinator) for name in planned}
     scratch.materialise_all({**builders, **row_local_findings(scratch, outcome)})
     return scratch.read_parts("findings")
+
+
+def without_rows(frame: Frame, scratch: Scratch, empty_tables: frozenset[str], one_copy_each: bool) -> bool:
+    """Whether the run knows, without a plan, that `frame` has no rows: its rows come from a side table in
+    `empty_tables` or from state whose files hold none (Frame.rows_of), or from copies of partitions that each
+    have one replica (Frame.of_copies, `one_copy_each`)."""
+    if frame.of_copies and one_copy_each:
+        return True
+    if frame.rows_of is None:
+        return False
+    return frame.rows_of in empty_tables or (scratch.has(frame.rows_of) and scratch.is_empty(frame.rows_of))
 
 
 def row_local_findings(scratch: Scratch, outcome: ReplayOutcome | None) -> dict[str, Callable[[], DataFrame]]:
@@ -183,9 +198,16 @@ def run_audit(
     batches = _in_known_cluster(batches)
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
     inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables, keeping)
+    one_copy_each = batch_files is not None and all(group.copies == 1 for group in batch_files)
     findings = once_per_producer(
         evaluate_frames(
-            inputs, ctx, scratch, empty_tables, keeping and keeping.outcome, keeping and keeping.coordinator
+            inputs,
+            ctx,
+            scratch,
+            empty_tables,
+            keeping and keeping.outcome,
+            keeping and keeping.coordinator,
+            one_copy_each,
         )
     )
     summary = _with_finding_counts(inputs.partitions, findings)

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import frame
+from pipeline.audit.replay import TP
 
 
 @frame("batches", row_local=True)
@@ -25,7 +26,7 @@ def PRODUCER_BATCHES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # no
     return inputs.producer_batches
 
 
-@frame("open_transactions")
+@frame("open_transactions", rows_of="open_transactions")
 def OPEN_TRANSACTIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802
     """Transactions without a marker, with their reference time and whether they hang."""
     return inputs.open_transactions.select(
@@ -36,10 +37,14 @@ def OPEN_TRANSACTIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # n
     ).drop("first_offset")
 
 
-@frame("partitions")
+@frame("partitions", rows_of="open_transactions")
 def PARTITIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802
-    """One row per audited partition: log start and end, first unstable offset, LSO, transaction counts."""
-    return inputs.partitions.select(
+    """One row per partition with an open transaction: log start and end, first unstable offset, LSO, counts.
+
+    The partitions without one have no first unstable offset to report.
+    """
+    unstable = F.broadcast(inputs.open_transactions.select(*TP).distinct())
+    return inputs.partitions.join(unstable, on=TP, how="left_semi").select(
         "*",
         F.lit(None).cast("long").alias("producer_id"),
         F.lit(None).cast("int").alias("producer_epoch"),

@@ -361,7 +361,7 @@ def crc_mismatch(ctx: AuditContext) -> Fires:
     )
 
 
-@frame("batches.other_copies")
+@frame("batches.other_copies", of_copies=True)
 def OTHER_COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:  # noqa: N802
     """The readable entries of the copies the replay did not audit whose stored CRC does not match their bytes."""
     audited = inputs.segments.select(*TP, "broker_id").distinct()

@@ -88,14 +88,17 @@ FrameBuilder = Callable[["AuditInputs", "AuditContext"], DataFrame | None]
 class Frame:
     """Rows that checks run on. `build` returns None when an input it needs was not given.
 
-    `rows_of` names the side table every row of the frame comes from (an inner join of its rows): when the run
-    knows that table holds no rows for the audited topics, the frame is not built at all, which spares a plan
-    that could only come out empty. `row_local`: every row is a replay row and its findings depend on that row
-    alone, so the replay's tasks check the rows they write (pipeline.audit.core.row_checks; its checks are row
-    expressions), and a run that went on from a kept replay keeps the earlier findings of the other rows
-    (pipeline.audit.kept_findings). `coordinator_local`: every row is a
-    coordinator record and its findings depend on the records of its `__transaction_state` partition alone, so a
-    run that took some partitions' records over from a kept replay evaluates the frame on the others only
+    `rows_of` names the input (an AuditInputs table: a side table as ingested, or state the engine wrote) every row
+    of the frame comes from (an inner join of its rows): when the run knows that table holds no rows for the audited
+    topics (from the Delta log, or from the footers of the state's files), the frame is not built at all, which
+    spares a plan that could only come out empty. `of_copies`: every row is of a partition two or more replicas
+    hold, so a run whose partitions each have one replica (the Delta log says which log dirs its files came from,
+    pipeline.tables.files_per_partition) does not build it either. `row_local`: every row is a replay row and its
+    findings depend on that row alone, so the replay's tasks check the rows they write
+    (pipeline.audit.core.row_checks; its checks are row expressions), and a run that went on from a kept replay
+    keeps the earlier findings of the other rows (pipeline.audit.kept_findings). `coordinator_local`: every row is
+    a coordinator record and its findings depend on the records of its `__transaction_state` partition alone, so
+    a run that took some partitions' records over from a kept replay evaluates the frame on the others only
     (pipeline.audit.kept_coordinator).
     """
 
@@ -105,6 +108,7 @@ class Frame:
     rows_of: str | None = None
     row_local: bool = False
     coordinator_local: bool = False
+    of_copies: bool = False
 
 
 RULES: dict[str, Rule] = {}
@@ -133,16 +137,20 @@ def rule(
 
 
 def frame(
-    name: str, rows_of: str | None = None, row_local: bool = False, coordinator_local: bool = False
+    name: str,
+    rows_of: str | None = None,
+    row_local: bool = False,
+    coordinator_local: bool = False,
+    of_copies: bool = False,
 ) -> Callable[[FrameBuilder], Frame]:
     """Register a frame builder under `name`; its docstring describes the rows (`rows_of`, `row_local`,
-    `coordinator_local`: see Frame)."""
+    `coordinator_local`, `of_copies`: see Frame)."""
 
     def register(build: FrameBuilder) -> Frame:
         if name in FRAMES:
             raise ValueError(f"frame {name} registered twice")
         description = (build.__doc__ or "").strip().split("\n\n")[0]
-        registered = Frame(name, build, description, rows_of, row_local, coordinator_local)
+        registered = Frame(name, build, description, rows_of, row_local, coordinator_local, of_copies)
         FRAMES[name] = registered
         CHECKS.setdefault(name, [])
         return registered

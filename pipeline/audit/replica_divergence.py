@@ -183,7 +183,7 @@ def _departures(readable: DataFrame, extents: DataFrame) -> DataFrame:
     )
 
 
-@frame("replica_divergence.copies")
+@frame("replica_divergence.copies", of_copies=True)
 def COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Each copy of a partition that two or more brokers hold, with where it first departs from the reference copy.
 

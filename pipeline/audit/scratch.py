@@ -14,12 +14,15 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from functools import partial
 
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from pipeline.arrow_pass import ArrowPass
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
+from pipeline.sources.filesystems import resolve
 from pipeline.tables.parquet_sink import StagedTable, stage_pass, stage_tables
 
 log = logging.getLogger(__name__)
@@ -104,6 +107,15 @@ class Scratch:
             return self.spark.createDataFrame([], schema)
         return self.spark.read.schema(schema).parquet(*paths).select(*schema.fieldNames())
 
+    def is_empty(self, name: str) -> bool:
+        """Whether table `name` of this run holds no rows, read from its files' Parquet footers: no Spark job."""
+        paths = self._files.get(name)
+        if paths is None:  # written by Spark: the Parquet files of its folder
+            handle, folder = resolve(self.path(name))
+            listed = handle.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+            paths = [self.path(f"{name}/{info.base_name}") for info in listed if info.base_name.endswith(".parquet")]
+        return all(_footer_rows(path) == 0 for path in paths)
+
     def has(self, name: str) -> bool:
         """Whether table `name` was written in this run."""
         return name in self._schemas
@@ -156,3 +168,9 @@ class Scratch:
         started = time.perf_counter()
         df.write.mode("overwrite").parquet(path)
         log.info("audit stage %s written in %.1f s", label, time.perf_counter() - started)
+
+
+def _footer_rows(path: str) -> int:
+    """The rows of a Parquet file, from its footer."""
+    handle, local = resolve(path)
+    return pq.read_metadata(local, filesystem=handle).num_rows

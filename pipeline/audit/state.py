@@ -110,14 +110,17 @@ def build_state(
     open_txns = scratch.materialise(
         open_transactions(transactions, segments, settings, ctx.reference_time_ms, log_starts), "open_transactions"
     )
-    last = scratch.materialise_all(
-        {
-            "partitions": lambda: partition_offsets(
-                replayed, first["parts/partition_producers"], segments, transactions, open_txns, log_starts
-            ),
-            "transaction_causes": lambda: transaction_causes(open_txns, transactions, records),
-        }
-    )
+    causes = transaction_causes(open_txns, transactions, records)
+    builders = {
+        "partitions": lambda: partition_offsets(
+            replayed, first["parts/partition_producers"], segments, transactions, open_txns, log_starts
+        )
+    }
+    if scratch.is_empty("open_transactions"):  # no transaction to find the cause of: no plan
+        scratch.register("transaction_causes", causes.schema, [])
+    else:
+        builders["transaction_causes"] = lambda: causes
+    last = scratch.materialise_all(builders)
     leader_epochs = side.get("leader_epochs")
     starts = None
     if leader_epochs is not None and "leader_epochs" not in empty_tables:
@@ -140,7 +143,7 @@ def build_state(
         open_transactions=open_txns,
         partitions=last["partitions"],
         all_batches=batches,
-        transaction_causes=last["transaction_causes"],
+        transaction_causes=scratch.read("transaction_causes"),
         coordinator_records=records,
         epoch_starts=starts,
         snapshot_states=states,

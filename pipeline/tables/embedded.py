@@ -15,7 +15,7 @@ from pyspark.sql import types as T
 
 from pipeline.tables import delta_log
 from pipeline.tables.snapshot_files import read_snapshot
-from pipeline.tables.staged_write import APPEND, OVERWRITE, OVERWRITE_PARTITIONS, staged_write
+from pipeline.tables.staged_write import APPEND, OVERWRITE, OVERWRITE_PARTITIONS, PARQUET_TIMESTAMPS, write_dataframe
 from pipeline.tables.vacuum import vacuum
 
 
@@ -24,23 +24,21 @@ class EmbeddedBackend:
 
     def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
-        # Delta stores timestamps as INT64 microseconds; Spark still defaults to the deprecated INT96. Set for the
-        # session, not per write, because writes of different tables run concurrently (pipeline.parallel).
-        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        spark.conf.set(*PARQUET_TIMESTAMPS)
 
     def exists(self, location: str) -> bool:
         return delta_log.exists(location)
 
     def append(self, df: DataFrame, location: str, partition_by: list[str] | None) -> int:
-        return self._write(df, location, APPEND, partition_by)
+        return write_dataframe(df, location, APPEND, partition_by)
 
     def overwrite(self, df: DataFrame, location: str, partition_by: list[str] | None) -> int:
-        return self._write(df, location, OVERWRITE, partition_by or [])
+        return write_dataframe(df, location, OVERWRITE, partition_by or [])
 
     def overwrite_partitions(
         self, df: DataFrame, location: str, partition_by: list[str], values: dict[str, list]
     ) -> int:
-        return self._write(df, location, OVERWRITE_PARTITIONS, partition_by, values)
+        return write_dataframe(df, location, OVERWRITE_PARTITIONS, partition_by, values)
 
     def read(self, location: str, schema: T.StructType | None, version: int | None) -> DataFrame:
         return read_snapshot(self._spark, location, DeltaTable(location, version=version), schema)
@@ -56,15 +54,3 @@ class EmbeddedBackend:
 
     def vacuum(self, location: str, retention_hours: int, keep_versions: list[int]) -> int:
         return vacuum(location, retention_hours, keep_versions)
-
-    def _write(
-        self,
-        df: DataFrame,
-        location: str,
-        mode: str,
-        partition_by: list[str] | None,
-        values: dict[str, list] | None = None,
-    ) -> int:
-        with staged_write(location, df.schema, mode, partition_by, values) as write:
-            df.write.mode("errorifexists").partitionBy(*write.layout.partition_by).parquet(write.uri)
-            return write.commit()

@@ -1,9 +1,13 @@
 """Native backend: delta-spark writes, reads and commits inside the JVM (the jars `produce-audit prepare`
-installs, spark-submit --packages, Databricks).
+installs, spark-submit --packages, Databricks) the tables whose protocol has features.
 
 The tables whose files the tasks write themselves (`batches`, `transaction_log`: TableStore.staged_partitions)
 are committed by delta-rs whichever backend runs, since delta-spark has no public API to commit files it did not
-write.
+write. So is every other write to a table of the plain protocol (every table produce-audit creates:
+staged_write.writable_plainly): Spark's Parquet writer stages the files and delta-rs commits them, as the embedded
+backend does. A delta-spark write plans and runs Spark jobs of its own (the snapshot, the files a partition
+overwrite replaces, each file's statistics): the six result tables of a sample run took 4.0-4.6 s each that way,
+0.5-1.6 s staged (BENCHMARKS.md, "Result tables committed by delta-rs").
 
 delta-spark's own errors are raised as the table store's (rows outside a partition overwrite, data that does
 not fit the table, a concurrent commit), so callers handle one set whichever backend wrote. Versions, history, a
@@ -35,6 +39,14 @@ from pipeline.tables.backend import (
     spark_uri,
 )
 from pipeline.tables.snapshot_files import plain_snapshot, read_snapshot
+from pipeline.tables.staged_write import (
+    APPEND,
+    OVERWRITE,
+    OVERWRITE_PARTITIONS,
+    PARQUET_TIMESTAMPS,
+    writable_plainly,
+    write_dataframe,
+)
 from pipeline.tables.vacuum import vacuum
 
 SKIP_EMPTY_COMMITS = "spark.databricks.delta.skipRecordingEmptyCommits"
@@ -49,19 +61,26 @@ class NativeBackend:
         # overwrite) unless told to, so a run's empty write to an existing table found no commit carrying its id.
         # Recorded, as delta-rs records them, every write has its commit and version.
         spark.conf.set(SKIP_EMPTY_COMMITS, "false")
+        spark.conf.set(*PARQUET_TIMESTAMPS)
 
     def exists(self, location: str) -> bool:
         return delta_log.exists(location)
 
     def append(self, df: DataFrame, location: str, partition_by: list[str] | None) -> int:
+        if writable_plainly(location):
+            return write_dataframe(df, location, APPEND, partition_by)
         return self._save(df.write.mode("append").option("mergeSchema", "true"), location, partition_by)
 
     def overwrite(self, df: DataFrame, location: str, partition_by: list[str] | None) -> int:
+        if writable_plainly(location):
+            return write_dataframe(df, location, OVERWRITE, partition_by or [])
         return self._save(df.write.mode("overwrite").option("overwriteSchema", "true"), location, partition_by)
 
     def overwrite_partitions(
         self, df: DataFrame, location: str, partition_by: list[str], values: dict[str, list]
     ) -> int:
+        if writable_plainly(location):
+            return write_dataframe(df, location, OVERWRITE_PARTITIONS, partition_by, values)
         # delta-spark fails the write, committing nothing, when a row does not match the predicate.
         writer = df.write.mode("overwrite").option("replaceWhere", replace_where_predicate(values))
         writer = writer.option("mergeSchema", "true")  # columns a newer release writes are added

@@ -34,6 +34,7 @@ from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.fs import DeltaStorageHandler
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, create_table_with_add_actions
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from pipeline.tables import delta_log
@@ -51,6 +52,10 @@ from pipeline.tables.snapshot_files import spark_schema
 log = logging.getLogger(__name__)
 
 STAGING_DIR = "_staging"
+PLAIN_WRITER_VERSION = 2  # appendOnly and invariants, which delta-rs enforces
+# Delta stores timestamps as INT64 microseconds; Spark still defaults to the deprecated INT96. Set for the session,
+# not per write, because writes of different tables run concurrently (pipeline.parallel).
+PARQUET_TIMESTAMPS = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 APPEND, OVERWRITE, OVERWRITE_PARTITIONS = "append", "overwrite", "overwrite_partitions"
 
@@ -162,6 +167,32 @@ def staged_write(
     finally:
         _remove(files, [write.staging])
         _remove_if_empty(files, STAGING_DIR)
+
+
+def write_dataframe(
+    df: DataFrame, location: str, mode: str, partition_by: list[str] | None, values: dict[str, list] | None = None
+) -> int:
+    """Write `df` to the table at `location` in one staged write: Spark's Parquet writer fills the staging folder
+    and delta-rs commits the files. Returns the committed version."""
+    with staged_write(location, df.schema, mode, partition_by, values) as write:
+        df.write.mode("errorifexists").partitionBy(*write.layout.partition_by).parquet(write.uri)
+        return write.commit()
+
+
+def writable_plainly(location: str) -> bool:
+    """Whether a staged write may commit to the table: it is absent, or its protocol has no feature beyond the
+    first reader and the second writer version (every table produce-audit creates), which delta-rs writes as
+    delta-spark does."""
+    table = _open(location)
+    if table is None:
+        return True
+    protocol = table.protocol()
+    return (
+        protocol.min_reader_version <= 1
+        and protocol.min_writer_version <= PLAIN_WRITER_VERSION
+        and not protocol.writer_features
+        and not protocol.reader_features
+    )
 
 
 def _open(location: str) -> DeltaTable | None:
