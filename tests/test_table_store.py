@@ -557,3 +557,11 @@ def test_native_commits_plain_tables_with_delta_rs_and_leaves_tables_with_featur
     store.overwrite_partitions(frame(spark, TOPICS[1:2]), "batches", ["topic"], {"topic": [TOPICS[1]]})
     assert "Delta-Lake" in deltalake.DeltaTable(location).history(1)[0]["engineInfo"]
     assert as_tuples(store.read("batches", SCHEMA)) == sorted(rows(TOPICS[:2]))
+
+    # an append-only table of the plain protocol keeps its rows: the staged commit refuses to remove its files
+    append_only = store.path("runs")
+    store.append(frame(spark, TOPICS[:1]), "runs", ["topic"])
+    spark.sql(f"ALTER TABLE delta.`{append_only}` SET TBLPROPERTIES ('delta.appendOnly' = 'true')")
+    with pytest.raises(Exception, match="(?i)append"):
+        store.overwrite_partitions(frame(spark, TOPICS[:1]), "runs", ["topic"], {"topic": [TOPICS[0]]})
+    assert as_tuples(store.read("runs", SCHEMA)) == sorted(rows(TOPICS[:1]))

@@ -52,7 +52,7 @@ from pipeline.tables.snapshot_files import spark_schema
 log = logging.getLogger(__name__)
 
 STAGING_DIR = "_staging"
-PLAIN_WRITER_VERSION = 2  # appendOnly and invariants, which delta-rs enforces
+PLAIN_WRITER_VERSION = 2  # appendOnly, which delta-rs's commit enforces; invariants, which a table here has none of
 # Delta stores timestamps as INT64 microseconds; Spark still defaults to the deprecated INT96. Set for the session,
 # not per write, because writes of different tables run concurrently (pipeline.parallel).
 PARQUET_TIMESTAMPS = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -181,8 +181,10 @@ def write_dataframe(
 
 def writable_plainly(location: str) -> bool:
     """Whether a staged write may commit to the table: it is absent, or its protocol has no feature beyond the
-    first reader and the second writer version (every table produce-audit creates), which delta-rs writes as
-    delta-spark does."""
+    first reader and the second writer version, and no column invariants (every table produce-audit creates). A
+    staged commit adds and removes files without looking at their rows, so a table whose columns have invariants
+    is left to delta-spark, which checks them; delta-rs's commit refuses to remove files of an append-only table
+    itself."""
     table = _open(location)
     if table is None:
         return True
@@ -192,6 +194,7 @@ def writable_plainly(location: str) -> bool:
         and protocol.min_writer_version <= PLAIN_WRITER_VERSION
         and not protocol.writer_features
         and not protocol.reader_features
+        and "delta.invariants" not in table.schema().to_json()
     )
 
 
