@@ -87,7 +87,8 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(scope="session")
 def spark():
-    os.environ["SPARK_TESTING"] = "1"
+    # No SPARK_TESTING: it turns on Spark's own test mode (every optimizer rule's plan validated again, among other
+    # checks) in this JVM and in every command the tests start, which users never run.
     # Python workers must run the interpreter that has the project installed, not whatever is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

@@ -16,10 +16,11 @@ from pyspark.testing import assertDataFrameEqual
 import schemas
 from pipeline.audit.context import AuditContext
 from pipeline.audit.core.task_outputs import parts_table, task_outputs
+from pipeline.audit.kept_findings import kept_for
 from pipeline.audit.kept_replay import KeptReplay, read_kept, sweep, write_kept
 from pipeline.audit.kept_tables import keep_tables, kept_parts
 from pipeline.audit.replay import replay_pass
-from pipeline.audit.replay_files import Keeping, replay_kept
+from pipeline.audit.replay_files import Keeping, ReplayOutcome, replay_kept
 from pipeline.audit.state import replay_aggregates
 from pipeline.audit.transactions import producer_state_of, transactions_of
 from pipeline.config import AuditSettings
@@ -213,3 +214,20 @@ def test_the_manifest_names_its_files_from_the_folder_and_the_sweep_keeps_only_t
         "old/body-a.parquet",
     ]
     assert sorted(sweep(str(folder), None)) == ["new", "new.json", "old"]
+
+
+def test_a_replay_where_no_partition_went_on_merges_no_kept_parts_and_keeps_no_findings():
+    """A run over a warehouse with a kept replay whose every partition is replayed whole (another cluster's topics,
+    or files that changed): the tasks' parts and findings are the tables', with no plan to merge nothing."""
+    earlier = KeptReplay(
+        run_id="before",
+        fingerprint="f",
+        row_findings={"batches": "/kept/findings-batches"},
+        tables={"parts/transactions": "/kept/parts-transactions"},
+    )
+    (transactions,) = (aggregate for aggregate in replay_aggregates() if aggregate.name == "transactions")
+    for went_on, merges in (([], False), ([("t", 0)], True)):
+        outcome = ReplayOutcome(KeptReplay(run_id="now", fingerprint="f"), None, went_on, earlier)
+        assert kept_for(outcome, "batches") is merges
+        if not merges:  # returns before it reads anything
+            assert kept_parts(transactions, None, Keeping("/kept", "now", earlier, outcome=outcome)) is None

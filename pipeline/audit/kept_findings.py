@@ -27,9 +27,14 @@ ROW = ["cluster_id", "topic", "partition", "broker_id", "segment", "position"]
 
 
 def kept_for(outcome: ReplayOutcome | None, frame: str) -> bool:
-    """Whether the replay went on from a kept one that holds the frame's findings: else the frame is checked on
-    every row."""
-    return outcome is not None and outcome.earlier is not None and frame in outcome.earlier.row_findings
+    """Whether some partition went on from a kept replay that holds the frame's findings: else the frame's findings
+    are those of the rows the tasks replayed."""
+    return (
+        outcome is not None
+        and outcome.earlier is not None
+        and bool(outcome.went_on)
+        and frame in outcome.earlier.row_findings
+    )
 
 
 def earlier_findings(outcome: ReplayOutcome, frame: str, schema: T.StructType) -> DataFrame:

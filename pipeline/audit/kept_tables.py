@@ -62,4 +62,9 @@ def keep_tables(keeping: Keeping | None, scratch: Scratch, names: list[str]) -> 
 
 
 def _kept_for(outcome: ReplayOutcome | None, table: str) -> bool:
-    return outcome is not None and outcome.earlier is not None and table in outcome.earlier.tables
+    return (
+        outcome is not None
+        and outcome.earlier is not None
+        and bool(outcome.went_on)
+        and table in outcome.earlier.tables
+    )

@@ -1,10 +1,10 @@
 """The one registry of audit rules, the checks that fire them, and the frames the checks read.
 
 A rule (`rule(...)`) is a code, a name, severities, a spec section, a description, why a finding matters
-(`impact`) and what an operator does about it (`action`). Its checks are plain
-functions registered with `@check(RULE, on=FRAME)`: each returns a `Fires` (the condition, the message and
-the evidence, as row expressions (pipeline.audit.core.expr) or Spark columns) evaluated on every row of one frame. A frame (`@frame(name)`) builds the
-DataFrame those rows come from, out of the audit's materialised state. The engine iterates this registry:
+(`impact`) and what an operator does about it (`action`). Its checks are plain functions registered with
+`@check(RULE, on=FRAME)`: each returns a `Fires` (the condition, the message and the evidence, as row expressions
+(pipeline.audit.core.expr) or Spark columns) evaluated on every row of one frame. A frame (`@frame(name)`) builds
+the DataFrame those rows come from, out of the audit's materialised state. The engine iterates this registry:
 it builds each frame once, evaluates all checks registered on it in one projection, and writes the findings.
 Nothing here is wired by hand per family, so adding a rule is adding a function.
 

@@ -64,7 +64,7 @@ def leftovers_message(names: list[str]) -> str:
     for name in names:
         by_suffix.setdefault(_LEFTOVER.match(name)["suffix"], []).append(name)
     kinds = "; ".join(
-        f"{len(found)} .{suffix} ({_LEFTOVER_MEANING[suffix]}): {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}"
+        f"{len(found)} .{suffix} ({_LEFTOVER_MEANING[suffix]}): {', '.join(found[:3])}{', ...' * (len(found) > 3)}"
         for suffix, found in sorted(by_suffix.items())
     )
     return f"{len(names)} leftover file(s), normal broker state its next start clears: {kinds}"
