@@ -126,10 +126,11 @@ def _execute(args: argparse.Namespace) -> int:
         return run_command(args)
     settings = settings_for(args)
     if args.command == "prepare":  # jars, then its own recording JVM; no warehouse
-        from pipeline.prepare import build_local_fs, install_jar_bundles, record_class_archive
+        from pipeline.prepare import build_local_fs, compile_bytecode, install_jar_bundles, record_class_archive
 
         install_jar_bundles(args.require_jars)
         build_local_fs()
+        compile_bytecode()
         archive = record_class_archive(settings, new_run_id())
         log.info("class archive written to %s (%d MiB)", archive, archive.stat().st_size >> 20)
         return EXIT_OK

@@ -1,5 +1,6 @@
 """`produce-audit prepare`: the installation step that fetches the jar bundles (pipeline.jar_bundles), compiles
-the local file system classes (pipeline.local_fs) and then records the JVM class archive (pipeline.class_archive).
+the local file system classes (pipeline.local_fs), compiles the package's Python bytecode and then records the JVM
+class archive (pipeline.class_archive).
 
 The jars come first so that the archive is recorded in the session later runs start: with delta-spark unless the
 configured backend is `embedded`, and with the local file system's jar when a JDK compiled it. Without Maven or
@@ -14,13 +15,17 @@ half-written one.
 
 from __future__ import annotations
 
+import compileall
 import logging
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from pyspark import SparkContext
 
+import pipeline
+import schemas
 from pipeline import delta_jars, jar_bundles, local_fs, runner
 from pipeline.class_archive import JAVA_OPTIONS, archive_path, recording
 from pipeline.config import Settings
@@ -50,6 +55,16 @@ def build_local_fs() -> None:
     jar = local_fs.build()
     if jar is not None:
         log.info("local file system classes compiled into %s", jar)
+
+
+def compile_bytecode(folders: Iterable[str] = (*pipeline.__path__, *schemas.__path__)) -> None:
+    """Write the bytecode of every module under `folders` (the package's). An editable install (pip install -e)
+    compiles none, and with PYTHONDONTWRITEBYTECODE set no process writes it: the driver, and every Python worker
+    Spark forks, would then compile each module it imports from source again (about 0.5 s of CPU for a process
+    that imports the audit)."""
+    for folder in folders:
+        if not compileall.compile_dir(folder, quiet=1):
+            log.warning("some modules under %s could not be compiled to bytecode", folder)
 
 
 def record_class_archive(settings: Settings, run_id: str) -> Path:

@@ -3,7 +3,10 @@ that Spark starts (same Java, same classpath), which is what makes the JVM use i
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +63,16 @@ def test_the_prepared_archive_maps_in_a_jvm_with_sparks_classpath(spark):
         timeout=120,
     )
     assert mapped.returncode == 0, mapped.stderr[-2000:]
+
+
+def test_prepare_writes_the_bytecode_no_process_would_write(tmp_path, monkeypatch):
+    from pipeline.prepare import compile_bytecode
+
+    module = tmp_path / "package" / "module.py"
+    module.parent.mkdir()
+    module.write_text("VALUE = 1\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as PYTHONDONTWRITEBYTECODE sets it
+
+    compile_bytecode([str(module.parent)])
+
+    assert Path(importlib.util.cache_from_source(str(module))).is_file()
