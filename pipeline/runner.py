@@ -74,6 +74,7 @@ from pipeline.tables.publication import (
     roll_back_unpublished,
     table_versions,
 )
+from pipeline.tables.stats import logged_partitions
 from pipeline.tables.store import TableStore, cluster_topics, of_pairs
 from pipeline.tables.upgrade import LAYOUT_VERSION, outdated_tables, upgrade_tables
 
@@ -256,7 +257,7 @@ def _audit(
     if not store.exists("batches"):
         raise InputError(store.path("batches"), "table not found; run `produce-audit ingest` first")
     batches = store.read("batches", schema=schemas.BATCHES)
-    pairs = distinct_pairs(batches)
+    pairs = _audited_pairs(store, batches)
     if not pairs:
         raise InputError(store.path("batches"), "table is empty; nothing to audit")
     audited_pairs = cluster_topics(pairs)
@@ -322,6 +323,15 @@ def _audit(
         result.counts["findings"],
         ", ".join(f"{severity} {count}" for severity, count in result.findings_by_severity.items()),
     )
+
+
+def _audited_pairs(store: TableStore, batches: DataFrame) -> list[tuple[str, str]]:
+    """The (cluster, topic) pairs of `batches`, the unknown cluster as "": the table is partitioned by them, so its
+    log names those that hold rows; a Spark job only when the log does not say."""
+    logged = logged_partitions(store.path("batches"), schemas.BATCHES_PARTITION_BY)
+    if logged is None:
+        return distinct_pairs(batches)
+    return sorted((cluster or "", topic) for cluster, topic in logged)
 
 
 def _report(

@@ -31,6 +31,7 @@ from pipeline.tables.backend import (
     replace_where_predicate,
 )
 from pipeline.tables.parquet_sink import stage_pass
+from pipeline.tables.stats import logged_partitions
 from pipeline.tables.store import TableStore, delta_spark_available, resolve_backend
 
 SCHEMA = T.StructType(
@@ -331,6 +332,17 @@ def test_count_falls_back_to_spark_without_file_statistics(spark, store, monkeyp
     monkeypatch.setattr("pipeline.tables.store.logged_row_count", lambda location, values=None: None)
 
     assert store.count("batches", {"topic": TOPICS[:2]}) == 4
+
+
+def test_the_log_names_the_partitions_that_hold_rows(spark, store, tmp_path):
+    store.append(frame(spark, TOPICS), "batches", PARTITION_BY)
+    store.overwrite_partitions(frame(spark, TOPICS[:1]), "batches", PARTITION_BY, {"topic": TOPICS[:2]})
+
+    # TOPICS[1] was replaced by no rows; the escaped name comes back as Kafka spells it
+    assert logged_partitions(store.path("batches"), PARTITION_BY) == {
+        (topic, partition) for topic in (TOPICS[0], TOPICS[2]) for partition in range(2)
+    }
+    assert logged_partitions(str(tmp_path / "no-table"), PARTITION_BY) is None
 
 
 def test_rows_outside_replaced_partitions_commit_nothing(spark, store):

@@ -3,9 +3,9 @@
 Every data file's add action carries `numRecords` in its statistics (delta-spark and the embedded backend both
 write them), so the rows of a table, or of some of its partitions, are a sum over the log: no task, no file
 scan. A run counts what it wrote after every write; with a Spark job each, those counts were a tenth of a small
-run's jobs. The values of a column that every file holds one of (its minimum equal to its maximum) are read from
-the log the same way. Tables whose files lack the statistics, or whose log delta-rs cannot open, return None and
-the caller counts with Spark.
+run's jobs. The values of a column that every file holds one of (its minimum equal to its maximum), and the
+partitions that hold rows, are read from the log the same way. Tables whose files lack the statistics, or whose
+log delta-rs cannot open, return None and the caller counts with Spark.
 """
 
 from __future__ import annotations
@@ -50,6 +50,16 @@ def logged_values(location: str, column: str, partition_values: dict[str, list])
         if count:
             found.add(low)
     return found
+
+
+def logged_partitions(location: str, columns: list[str]) -> set[tuple] | None:
+    """The partitions (a tuple of the values of `columns`, the table's partition columns) whose files in the latest
+    snapshot hold rows; None when the log does not say."""
+    actions = logged_files(location, ["num_records", *(f"partition.{column}" for column in columns)])
+    if actions is None or actions.column("num_records").null_count:
+        return None
+    held = actions.filter(pc.greater(actions.column("num_records"), 0))
+    return set(zip(*(held.column(f"partition.{column}").to_pylist() for column in columns), strict=True))
 
 
 def of_partitions(actions: pa.Table, partition_values: dict[str, list]) -> pa.Table:
