@@ -2,7 +2,7 @@
 
 `replay` (every entry with file-order and producer state, pipeline.audit.replay) is computed with one exchange
 of the batches; `transactions` and `producer_state` (aggregated from parts a run keeps beside a kept replay:
-pipeline.audit.kept_tables), `replicas`, `log_starts`, `open_transactions`, `partitions`,
+pipeline.audit.kept_tables), `replicas`, `open_transactions`, `partitions`,
 `transaction_causes`, `coordinator_records` and `epoch_starts` are aggregates and joins of it, each a small
 plan over scans; `snapshot_states` is read from the replay's files by a pass of its own
 (pipeline.audit.snapshot_states).
@@ -104,9 +104,8 @@ def build_state(
     replicas = scratch.materialise(
         audited_replicas(segments, side.get("txn_index"), side.get("producer_snapshots")), "replicas"
     )
-    log_starts = (
-        None if checkpoints is None else scratch.materialise(checkpoint_log_starts(checkpoints, replicas), "log_starts")
-    )
+    # A join of two small scans that only the next two plans read: built into each, not a plan of its own.
+    log_starts = None if checkpoints is None else checkpoint_log_starts(checkpoints, replicas)
     open_txns = scratch.materialise(
         open_transactions(transactions, segments, settings, ctx.reference_time_ms, log_starts), "open_transactions"
     )
