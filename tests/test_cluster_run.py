@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,12 +51,6 @@ class PythonWorker:
     parent_command: str
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return probe.getsockname()[1]
-
-
 def loopback_environment() -> dict[str, str]:
     """Every JVM binds and advertises loopback only; no Python setting of the test session leaks in."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
@@ -65,12 +58,24 @@ def loopback_environment() -> dict[str, str]:
     return environment
 
 
-def alive_workers(web_port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://{LOOPBACK}:{web_port}/json/", timeout=5) as response:
-            return json.load(response)["aliveworkers"]
-    except OSError:
-        return 0
+def start_daemon(log: Path, arguments: list[str], environment: dict[str, str]) -> subprocess.Popen:
+    with log.open("wb") as output:
+        return subprocess.Popen(
+            [str(SPARK_HOME / "bin" / "spark-class"), *arguments],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=environment,
+        )
+
+
+def wait_for_line(log: Path, pattern: str, daemons: list[subprocess.Popen], deadline: float) -> re.Match:
+    """Ports are chosen by the daemons (0), so no other process of a busy machine can take them first: the
+    master's URL and the worker's registration are read from what the daemons log."""
+    while (found := re.search(pattern, log.read_text(errors="replace"))) is None:
+        assert all(daemon.poll() is None for daemon in daemons), log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, f"no line matching {pattern!r} in {log}"
+        time.sleep(1)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -80,29 +85,21 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("standalone")
     work_dir = root / "work"
     work_dir.mkdir()
-    master_port, master_web_port, worker_web_port = free_port(), free_port(), free_port()
-    master_url = f"spark://{LOOPBACK}:{master_port}"
     environment = loopback_environment()
     environment["SPARK_MASTER_OPTS"] = "-Dspark.master.rest.enabled=false"  # its port 6066 is fixed
-    spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    daemons = []
+    daemons: list[subprocess.Popen] = []
+    deadline = time.monotonic() + STARTUP_SECONDS
     try:
-        for name, arguments in (
-            ("master", ["org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(master_port),
-                        "--webui-port", str(master_web_port)]),
-            ("worker", ["org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK, "--webui-port",
-                        str(worker_web_port), "--cores", "2", "--memory", "2g", "--work-dir", str(work_dir),
-                        master_url]),
-        ):  # fmt: skip
-            with (root / f"{name}.log").open("wb") as log:
-                daemons.append(
-                    subprocess.Popen([spark_class, *arguments], stdout=log, stderr=subprocess.STDOUT, env=environment)
-                )
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while alive_workers(master_web_port) < 1:
-            assert all(daemon.poll() is None for daemon in daemons), (root / "worker.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the worker did not register with the master"
-            time.sleep(1)
+        master_log, worker_log = root / "master.log", root / "worker.log"
+        daemons.append(start_daemon(master_log, [
+            "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", "0", "--webui-port", "0",
+        ], environment))  # fmt: skip
+        master_url = wait_for_line(master_log, r"Starting Spark master at (spark://\S+)", daemons, deadline)[1]
+        daemons.append(start_daemon(worker_log, [
+            "org.apache.spark.deploy.worker.Worker", "--host", LOOPBACK, "--port", "0", "--webui-port", "0",
+            "--cores", "2", "--memory", "2g", "--work-dir", str(work_dir), master_url,
+        ], environment))  # fmt: skip
+        wait_for_line(worker_log, r"Successfully registered with master", daemons, deadline)
         yield Cluster(master_url, work_dir)
     finally:
         for daemon in reversed(daemons):  # spark-class execs the JVM: these are the master's and worker's pids
