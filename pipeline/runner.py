@@ -40,8 +40,9 @@ from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
 from pipeline.progress import timed
 from pipeline.reports.changes import build_changes
-from pipeline.reports.details import build_details
+from pipeline.reports.details import detail_sections
 from pipeline.reports.findings_export import write_findings_jsonl
+from pipeline.reports.gather import gather
 from pipeline.reports.golden import (
     COMPARED_TABLES,
     TableDiff,
@@ -53,7 +54,14 @@ from pipeline.reports.golden import (
 )
 from pipeline.reports.html import render_html
 from pipeline.reports.markdown import render_markdown
-from pipeline.reports.summary import build_summary, write_report_file, write_summary
+from pipeline.reports.run_rows import run_rows
+from pipeline.reports.summary import (
+    SUMMARY_SECTIONS,
+    summary_of,
+    summary_sections,
+    write_report_file,
+    write_summary,
+)
 from pipeline.small_inputs import sized_for
 from pipeline.sources.dumplog.grammar import UNKNOWN
 from pipeline.tables.publication import (
@@ -343,16 +351,19 @@ def _report(
 ) -> None:
     run_id, top_n = run_section["id"], settings.report.top_findings
     with timed(log, f"report of run {run_id}") as step:
-        # The sections read the published tables independently: their small queries run side by side.
+        # The sections' small queries are one job; the export and the diff with the last run run beside it.
+        rows = run_rows(store, run_id, versions)
+        sections = {**summary_sections(rows, top_n), **detail_sections(rows, top_n)}
         parts = side_by_side(
             {
-                "summary": partial(build_summary, store, run_section, top_n, versions),
+                "sections": partial(gather, sections),
                 "findings": partial(_export_findings, store, run_id, versions),
-                "details": partial(build_details, store, run_id, top_n, versions),
                 "changes": partial(build_changes, store, run_id, top_n, versions),
             }
         )
-        summary, details, changes = parts["summary"], parts["details"], parts["changes"]
+        summary = summary_of(run_section, parts["sections"])
+        details = {name: parts["sections"][name] for name in sections if name not in SUMMARY_SECTIONS}
+        changes = parts["changes"]
         location = write_summary(summary, store.warehouse)
         log.info("summary of run %s written to %s", run_id, location)
         for name, text in (

@@ -20,6 +20,7 @@ from pipeline.audit.registry import RULES
 from pipeline.reports import charts
 from pipeline.reports.changes import IDENTITY, build_changes, compare_findings, previous_audit_run
 from pipeline.reports.details import timeline_section
+from pipeline.reports.gather import gather
 from pipeline.reports.html import render_html
 from pipeline.reports.markdown import render_markdown
 from pipeline.tables.store import TableStore
@@ -343,7 +344,7 @@ def test_the_timeline_places_findings_by_their_batch_time_and_counts_the_rest_ap
         "cluster_id string, topic string, partition int, base_offset long, severity string",
     )
 
-    timeline = timeline_section(batches, findings, bins=2)
+    timeline = gather({"timeline": timeline_section(batches, findings, bins=2)})["timeline"]
 
     assert timeline == {
         "start_ms": 0,

@@ -10,6 +10,7 @@ The diff is a Spark join; only counts per rule and the first examples reach the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -17,6 +18,7 @@ from pyspark.sql import functions as F
 
 import schemas
 from pipeline.audit.registry import SEVERITIES
+from pipeline.reports.gather import Query, Rows, Section, gather
 from pipeline.tables.publication import AUDIT_COMMANDS, RUNS_TABLE, STATUS_SUCCEEDED, PublishedRun
 from pipeline.tables.store import TableStore
 
@@ -98,26 +100,30 @@ def compare_findings(current: DataFrame, previous: DataFrame, top_n: int) -> dic
         F.coalesce(F.col("message_now"), F.col("message_before")).alias("message"),
     ).select("status", "identity.*", "message")
 
-    counts = {status: dict.fromkeys(SEVERITIES, 0) for status in STATUSES}
-    by_rule: dict[str, dict[str, int]] = {}
-    for row in statused.groupBy("status", "rule_code", "severity").count().collect():
-        counts[row.status][row.severity] = counts[row.status].get(row.severity, 0) + row["count"]
-        entry = by_rule.setdefault(row.rule_code, dict.fromkeys(STATUSES, 0))
-        entry[row.status] += row["count"]
     worst_first = Window.partitionBy("status").orderBy(
         _severity_rank().desc(), *[F.col(c).asc_nulls_last() for c in IDENTITY]
     )
-    examples: dict[str, list[dict[str, Any]]] = {"new": [], "resolved": []}
     listed = (
-        statused.where(F.col("status").isin(*examples))
+        statused.where(F.col("status").isin("new", "resolved"))
         .withColumn("rank", F.row_number().over(worst_first))
         .where(F.col("rank") <= top_n)
-        .orderBy("status", "rank")
-        .select("status", *EXAMPLE_FIELDS)
-        .collect()
+        .select("status", "rank", *EXAMPLE_FIELDS)
     )
-    for row in listed:
-        examples[row.status].append({field: row[field] for field in EXAMPLE_FIELDS})
+    counts = statused.groupBy("status", "rule_code", "severity").count()
+    section = Section({"counts": Query(counts), "listed": Query(listed)}, _diff)
+    return gather({"diff": section})["diff"]
+
+
+def _diff(rows: Mapping[str, Rows]) -> dict[str, Any]:
+    counts = {status: dict.fromkeys(SEVERITIES, 0) for status in STATUSES}
+    by_rule: dict[str, dict[str, int]] = {}
+    for row in rows["counts"]:
+        counts[row["status"]][row["severity"]] = counts[row["status"]].get(row["severity"], 0) + row["count"]
+        entry = by_rule.setdefault(row["rule_code"], dict.fromkeys(STATUSES, 0))
+        entry[row["status"]] += row["count"]
+    examples: dict[str, list[dict[str, Any]]] = {"new": [], "resolved": []}
+    for row in sorted(rows["listed"], key=lambda row: row["rank"]):
+        examples[row["status"]].append({field: row[field] for field in EXAMPLE_FIELDS})
     return {
         "totals": {status: sum(counts[status].values()) for status in STATUSES},
         "by_severity": counts,

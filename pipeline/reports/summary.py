@@ -10,24 +10,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-import schemas
 from pipeline.audit.registry import RULES, SEVERITIES
-from pipeline.parallel import side_by_side
 from pipeline.reports.formatting import cluster_name, unknown_dump_lines_note
+from pipeline.reports.gather import Query, Rows, Section, top
+from pipeline.reports.run_rows import RunRows
 from pipeline.tables.files import filesystem
-from pipeline.tables.store import TableStore
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
 
 # Raised whenever a key is added, renamed or removed; 2: format_version became schema_version; 3: the cluster of
 # top findings and open partitions, and the number of clusters (`partitions.clusters`).
 SCHEMA_VERSION = 3
 OUTCOMES = (OUTCOME_COMMITTED, OUTCOME_ABORTED, OUTCOME_OPEN, OUTCOME_EMPTY)
+SUMMARY_SECTIONS = ("findings", "transactions", "partitions")
 
 TOP_FINDING_FIELDS = (
     "severity",
@@ -61,32 +60,18 @@ OPEN_PARTITION_FIELDS = (
 _MESSAGE_WIDTH = 100
 
 
-def build_summary(
-    store: TableStore, run: dict[str, Any], top_n: int, versions: Mapping[str, int] | None = None
-) -> dict[str, Any]:
-    """Summarise the rows of run `run["id"]` in findings, transactions and partition_summary.
-
-    `versions` are the table versions the run published (pipeline.tables.publication); without them the latest.
-    """
-    run_id = run["id"]
-    versions = versions or {}
-    findings = _rows_of_run(store, "findings", schemas.FINDINGS, run_id, versions.get("findings"))
-    transactions = _rows_of_run(store, "transactions", schemas.TRANSACTIONS, run_id, versions.get("transactions"))
-    partitions = _rows_of_run(
-        store, "partition_summary", schemas.PARTITION_SUMMARY, run_id, versions.get("partition_summary")
-    )
-    sections = side_by_side(
-        {
-            "findings": partial(_findings_section, findings, top_n),
-            "transactions": partial(_transactions_section, transactions),
-            "partitions": partial(_partitions_section, partitions, top_n),
-        }
-    )
-    return {"schema_version": SCHEMA_VERSION, "run": run, **sections}
+def summary_sections(rows: RunRows, top_n: int) -> dict[str, Section]:
+    """The sections of summary.json, from the run's rows of findings, transactions and partition_summary."""
+    return {
+        "findings": _findings_section(rows.findings, top_n),
+        "transactions": _transactions_section(rows.transactions),
+        "partitions": _partitions_section(rows.partitions, top_n),
+    }
 
 
-def _rows_of_run(store: TableStore, table: str, schema: Any, run_id: str, version: int | None) -> DataFrame:
-    return store.read(table, schema=schema, version=version).where(F.col("run_id") == run_id)
+def summary_of(run: dict[str, Any], sections: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """summary.json: the run and its gathered summary sections."""
+    return {"schema_version": SCHEMA_VERSION, "run": run, **{name: sections[name] for name in SUMMARY_SECTIONS}}
 
 
 def _severity_rank(column: str) -> Column:
@@ -94,51 +79,61 @@ def _severity_rank(column: str) -> Column:
     return F.array_position(F.array(*[F.lit(severity) for severity in SEVERITIES]), F.col(column))
 
 
-def _findings_section(findings: DataFrame, top_n: int) -> dict[str, Any]:
-    by_severity = dict.fromkeys(SEVERITIES, 0)
-    by_rule: dict[str, dict[str, Any]] = {}
-    for row in findings.groupBy("rule_code", "rule_name", "severity").count().collect():
-        by_severity[row.severity] = by_severity.get(row.severity, 0) + row["count"]
-        registered = RULES.get(row.rule_code)
-        entry = by_rule.setdefault(
-            row.rule_code,
-            {"name": registered.name if registered else row.rule_name, "count": 0, "by_severity": {}},
-        )
-        entry["count"] += row["count"]
-        entry["by_severity"][row.severity] = entry["by_severity"].get(row.severity, 0) + row["count"]
+def _findings_section(findings: DataFrame, top_n: int) -> Section:
+    def shape(rows: Mapping[str, Rows]) -> dict[str, Any]:
+        by_severity = dict.fromkeys(SEVERITIES, 0)
+        by_rule: dict[str, dict[str, Any]] = {}
+        for row in rows["counts"]:
+            by_severity[row["severity"]] = by_severity.get(row["severity"], 0) + row["count"]
+            registered = RULES.get(row["rule_code"])
+            entry = by_rule.setdefault(
+                row["rule_code"],
+                {"name": registered.name if registered else row["rule_name"], "count": 0, "by_severity": {}},
+            )
+            entry["count"] += row["count"]
+            entry["by_severity"][row["severity"]] = entry["by_severity"].get(row["severity"], 0) + row["count"]
+        return {
+            "total": sum(by_severity.values()),
+            "by_severity": by_severity,
+            "by_rule": by_rule,
+            "top": rows["top"],
+        }
 
-    top = (
-        findings.orderBy(
-            _severity_rank("severity").desc(),
-            F.col("topic").asc(),
-            F.col("partition").asc_nulls_last(),
-            F.col("base_offset").asc_nulls_last(),
-            F.col("position").asc_nulls_last(),
-            F.col("rule_code").asc(),
-            F.col("producer_id").asc_nulls_last(),
-            F.col("message").asc(),
-            F.col("cluster_id").asc_nulls_last(),
-        )
-        .select(*TOP_FINDING_FIELDS)
-        .limit(top_n)
-        .collect()
+    worst_first = (
+        _severity_rank("severity").desc(),
+        F.col("topic").asc(),
+        F.col("partition").asc_nulls_last(),
+        F.col("base_offset").asc_nulls_last(),
+        F.col("position").asc_nulls_last(),
+        F.col("rule_code").asc(),
+        F.col("producer_id").asc_nulls_last(),
+        F.col("message").asc(),
+        F.col("cluster_id").asc_nulls_last(),
     )
-    return {
-        "total": sum(by_severity.values()),
-        "by_severity": by_severity,
-        "by_rule": by_rule,
-        "top": [row.asDict(recursive=True) for row in top],
-    }
+    return Section(
+        {
+            "counts": Query(findings.groupBy("rule_code", "rule_name", "severity").count()),
+            "top": top(findings.select(*TOP_FINDING_FIELDS), worst_first, top_n),
+        },
+        shape,
+    )
 
 
-def _transactions_section(transactions: DataFrame) -> dict[str, Any]:
-    by_outcome = dict.fromkeys(OUTCOMES, 0)
-    for row in transactions.groupBy("outcome").count().collect():
-        by_outcome[row.outcome] = row["count"]
-    return {"total": sum(by_outcome.values()), "by_outcome": by_outcome}
+def _transactions_section(transactions: DataFrame) -> Section:
+    def shape(rows: Mapping[str, Rows]) -> dict[str, Any]:
+        by_outcome = dict.fromkeys(OUTCOMES, 0)
+        for row in rows["counts"]:
+            by_outcome[row["outcome"]] = row["count"]
+        return {"total": sum(by_outcome.values()), "by_outcome": by_outcome}
+
+    return Section({"counts": Query(transactions.groupBy("outcome").count())}, shape)
 
 
-def _partitions_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:
+def _partitions_section(partitions: DataFrame, top_n: int) -> Section:
+    def shape(rows: Mapping[str, Rows]) -> dict[str, Any]:
+        (totals,) = rows["totals"]
+        return {**{name: int(value) for name, value in totals.items()}, "open": rows["open"]}
+
     is_open = (F.col("open_transactions") > 0) | (F.col("hanging_transactions") > 0)
     totals = partitions.agg(
         F.count(F.lit(1)).alias("partitions"),
@@ -148,24 +143,17 @@ def _partitions_section(partitions: DataFrame, top_n: int) -> dict[str, Any]:
         F.coalesce(F.sum("aborted_records"), F.lit(0)).alias("aborted_records"),
         F.count_if(is_open).alias("with_open_transactions"),
         F.count_if(F.col("hanging_transactions") > 0).alias("with_hanging_transactions"),
-    ).first()
-    listed = (
-        partitions.where(is_open)
-        .orderBy(
-            F.col("hanging_transactions").desc(),
-            F.col("open_transactions").desc(),
-            F.col("topic").asc(),
-            F.col("partition").asc(),
-            F.col("broker_id").asc_nulls_last(),
-            F.col("cluster_id").asc_nulls_last(),
-        )
-        .select(*OPEN_PARTITION_FIELDS)
-        .limit(top_n)
-        .collect()
     )
-    section = {name: int(value) for name, value in totals.asDict().items()}
-    section["open"] = [row.asDict() for row in listed]
-    return section
+    most_open_first = (
+        F.col("hanging_transactions").desc(),
+        F.col("open_transactions").desc(),
+        F.col("topic").asc(),
+        F.col("partition").asc(),
+        F.col("broker_id").asc_nulls_last(),
+        F.col("cluster_id").asc_nulls_last(),
+    )
+    listed = partitions.where(is_open).select(*OPEN_PARTITION_FIELDS)
+    return Section({"totals": Query(totals), "open": top(listed, most_open_first, top_n)}, shape)
 
 
 def to_json(summary: dict[str, Any]) -> str:
