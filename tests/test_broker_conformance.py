@@ -7,61 +7,16 @@ kafka-dump-log text of its segments and damaged copies of one of its partitions 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-
 import pandas as pd
 import pytest
-from deltalake import DeltaTable
 
 from tests.kafka_broker import corruption, jvm, ledger
+from tests.kafka_broker.audits import NOT_INFO, Audit, audits
 
 pytestmark = pytest.mark.broker
-CLI = Path(sys.executable).parent / "produce-audit"
-NOT_INFO = ("WARN", "ERROR", "CRITICAL")
 INTERNAL = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
 # Rules that read the files beside the segments (snapshots, indexes, checkpoints): dump text carries none.
 SIDE_FILE_RULES = ("SNP-", "IDX-", "SEG-004", "SEG-005", "SEG-006", "LEP-", "LSO-003")
-
-
-@dataclass(frozen=True)
-class Audit:
-    tables: dict[str, pd.DataFrame]
-
-    def findings(self, *, above_info: bool = False) -> pd.DataFrame:
-        findings = self.tables["findings"]
-        return findings[findings.severity.isin(NOT_INFO)] if above_info else findings
-
-    def topics(self, keep) -> Audit:
-        """The rows of the topics `keep(topic)` accepts."""
-        return Audit({name: frame[frame.topic.map(keep)] for name, frame in self.tables.items()})
-
-
-def audits(runs: list[tuple[list[Path], Path]]) -> list[Audit]:
-    """`produce-audit run` over each (inputs, warehouse), all at once: each spends much of its time starting a JVM
-    and Spark, which the others fill."""
-    started = []
-    for inputs, warehouse in runs:
-        command = [str(CLI), "run", "--warehouse", str(warehouse), "--fail-on", "never"]
-        for path in inputs:
-            command += ["--input", str(path)]
-        log = warehouse.parent / "stderr.log"  # a file, not a pipe: no run waits for another's output to be read
-        with log.open("wb") as stderr:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
-        started.append((process, log, warehouse))
-    names = ("findings", "transactions", "producer_state", "partition_summary", "batches")
-    done = []
-    try:
-        for process, log, warehouse in started:
-            assert process.wait(timeout=1800) == 0, log.read_text(errors="replace")[-3000:]
-            done.append(Audit({name: DeltaTable(str(warehouse / name)).to_pandas() for name in names}))
-    finally:
-        for process, _, _ in started:  # the others' when one failed
-            if process.poll() is None:
-                process.kill()
-    return done
 
 
 @pytest.fixture(scope="session")

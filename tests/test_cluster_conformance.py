@@ -1,0 +1,156 @@
+"""Conformance against a real three-broker cluster (tests/kafka_broker/cluster_session.py): replication factor 3, a
+leader and a coordinator SIGKILLed while clients write, a compacted topic the cleaners have cleaned twice.
+
+Its three log dirs, as the clean stops left them, are audited by the installed `produce-audit run` with the shipped
+defaults and `audit.compacted_topics` naming the compacted topic, as an operator would: once all together, and
+once each broker alone. Both in one run: each broker's log dir is also copied with a cluster id of its own in
+meta.properties, so the run audits the cluster and three clusters of one broker each. The audit never mixes
+clusters, and one Spark start costs less than four.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.kafka_broker import jvm, ledger
+from tests.kafka_broker.audits import Audit, audits
+
+pytestmark = pytest.mark.broker
+INTERNAL = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
+COMPACTED = "compacted"  # tests/kafka_broker/cluster_session.py
+ALONE = "-alone-broker-"  # in the cluster id of each broker's copy
+
+
+@pytest.fixture(scope="session")
+def cluster_run(tmp_path_factory):
+    reason = jvm.missing()
+    if reason:
+        pytest.skip(f"no Kafka broker: {reason}")
+    pytest.importorskip("confluent_kafka", reason="the librdkafka client (pip install -e '.[test]')")
+    from tests.kafka_broker.cluster_session import run_all
+
+    return run_all(tmp_path_factory.mktemp("kafka-cluster") / "run")
+
+
+@pytest.fixture(scope="session")
+def truth(cluster_run) -> dict:
+    return ledger.read(cluster_run.ground_truth)
+
+
+@pytest.fixture(scope="session")
+def audited(cluster_run, tmp_path_factory) -> Audit:
+    """One run over the three log dirs and over each one's copy as a cluster of its own."""
+    root = tmp_path_factory.mktemp("cluster-audit")
+    conf = root / "conf.yaml"
+    conf.write_text(f'audit:\n  compacted_topics: ["{COMPACTED}"]\n')
+    copies = []
+    for node, log_dir in enumerate(cluster_run.log_dirs, start=1):
+        copy = root / "alone" / f"broker-{node}"
+        shutil.copytree(log_dir, copy)
+        meta = copy / "meta.properties"
+        meta.write_text(
+            "".join(
+                f"{line}{ALONE}{node}\n" if line.startswith("cluster.id=") else f"{line}\n"
+                for line in meta.read_text().splitlines()
+            )
+        )
+        copies.append(copy)
+    (root / "run").mkdir()
+    (audit,) = audits([([*cluster_run.log_dirs, *copies], root / "run" / "wh")], conf)
+    return audit
+
+
+def _clusters(audit: Audit, alone: bool) -> Audit:
+    return Audit({name: frame[frame.cluster_id.str.contains(ALONE) == alone] for name, frame in audit.tables.items()})
+
+
+@pytest.fixture(scope="session")
+def together(audited) -> Audit:
+    return _clusters(audited, alone=False)
+
+
+@pytest.fixture(scope="session")
+def alone(audited) -> Audit:
+    return _clusters(audited, alone=True)
+
+
+def _above_info(audit: Audit) -> set[tuple]:
+    findings = audit.findings(above_info=True)
+    return {
+        (f.cluster_id, f.broker_id, f.topic, f.partition, f.rule_code, f.severity, f.message)
+        for f in findings.itertuples()
+    }
+
+
+def test_the_three_brokers_audited_together_raise_nothing_above_info(together):
+    assert _above_info(together) == set()
+    assert set(together.tables["batches"].broker_id) == {1, 2, 3}
+
+
+def test_each_broker_audited_alone_raises_nothing_above_info(alone):
+    assert _above_info(alone) == set()
+    assert alone.tables["batches"].cluster_id.nunique() == 3
+
+
+def test_every_acknowledged_record_is_in_every_replica(together, truth):
+    """Outside the compacted topic, whose cleaner removes superseded records: each offset a client was told of lies
+    in a batch of each broker's copy of its partition."""
+    batches = together.tables["batches"]
+    missing = []
+    for entry in truth["entries"]:
+        for key, offsets in entry["offsets"].items():
+            topic, partition = key.rsplit("-", 1)
+            if topic == COMPACTED:
+                continue
+            for broker in (1, 2, 3):
+                held = batches[(batches.topic == topic) & (batches.partition == int(partition))]
+                held = held[held.broker_id == broker]
+                starts, ends = held.base_offset.to_numpy(), held.last_offset.to_numpy()
+                missing += [(broker, key, o) for o in offsets if not ((starts <= o) & (o <= ends)).any()]
+    assert missing == []
+    assert sum(len(o) for e in truth["entries"] for o in e["offsets"].values()) >= 6000
+
+
+def _client_transactions(truth: dict) -> set[tuple]:
+    """(topic, partition, first offset, outcome) of every transaction the clients ended outside the compacted topic,
+    whose cleaner removes aborted data and, later, markers."""
+    expected = set()
+    for entry in truth["entries"]:
+        if entry["transactional_id"] is None:
+            continue
+        for key, offsets in entry["offsets"].items():
+            topic, partition = key.rsplit("-", 1)
+            if topic != COMPACTED:
+                expected.add((topic, int(partition), min(offsets), entry["outcome"]))
+    return expected
+
+
+def test_every_client_transaction_is_reconstructed_on_every_replica(alone, truth):
+    transactions = alone.tables["transactions"]
+    transactions = transactions[~transactions.topic.isin([*INTERNAL, COMPACTED])]
+    expected = _client_transactions(truth)
+    for cluster, rows in transactions.groupby("cluster_id"):
+        found = {(t.topic, t.partition, t.first_offset, t.outcome) for t in rows.itertuples()}
+        assert found == expected, cluster
+    assert transactions.cluster_id.nunique() == 3
+    assert len(expected) >= 20
+
+
+def test_no_transaction_is_torn_across_its_partitions(together, alone):
+    """Not even those of the compacted topic whose markers the cleaner removed once their data was gone."""
+    for audit in (together, alone):
+        decisions = audit.tables["global_transactions"]
+        assert len(decisions) >= 20
+        assert decisions[decisions.is_torn].empty
+
+
+def test_the_faults_happened(truth):
+    """The killed leader and coordinator were started again, and both cleaner passes ran on every broker."""
+    notes = truth["notes"]
+    killed = {notes["leader_killed"]["node_id"], notes["coordinator_killed"]["node_id"]}
+    assert all(notes["broker_starts"][str(node)] >= 2 for node in killed)
+    assert notes["compacted"]["cleaned_by_every_broker"]
+    entry = next(e for e in truth["entries"] if e["workload"] == "v1-coordinator-killed")
+    assert entry["outcome"] in (ledger.COMMITTED, ledger.ABORTED)
