@@ -364,6 +364,15 @@ def test_a_correct_offset_index_with_a_preallocated_tail(segment, positions):
     assert check_offset_index(b"", BASE, None) == []
 
 
+def test_a_preallocated_index_of_zeros_holds_no_entry(segment, positions):
+    """The active segment's index before its first entry, as a copy of a running broker holds it."""
+    assert check_offset_index(bytes(8 * 100), BASE, reader(segment)) == []
+    assert check_time_index(bytes(12 * 100), BASE, bytes(8 * 100), reader(segment)) == []
+    # a first entry for the base offset that points elsewhere than byte 0 is an entry, and is judged
+    [problem] = check_offset_index(offset_index((0, positions[1])) + bytes(8 * 10), BASE, reader(segment))
+    assert problem.message == f"entry for offset 100 points at byte {positions[1]}, where the batch ends at offset 104"
+
+
 def test_offset_index_problems(segment, positions):
     [problem] = check_offset_index(offset_index((2, positions[1])), BASE, reader(segment))
     assert problem.position == 0

@@ -807,6 +807,24 @@ def snp_003_cleaned_away(log, _):
     log.cleaner_checkpoint(3)
 
 
+def idx_008_entry_kept(log, _):
+    """The cleaner pass that removed producer 1's aborted batches (offsets 1-2) kept their ABORT marker and wrote
+    its entry to the cleaned segment's index: a compacted partition, known by its cleaner checkpoint."""
+    log.data(2, 0, 0, 1)
+    log.skip(2)
+    marker = log.marker(1, 0, commit=False)
+    log.index_entry(1, 1, marker["base_offset"], marker["base_offset"] + 1)
+    log.cleaner_checkpoint(log.next_offset)
+
+
+def idx_003_entry_of_an_empty_abort(log, _):
+    """The same entry on a partition nothing says is compacted: no batch of the transaction it names is there."""
+    log.data(2, 0, 0, 1)
+    log.skip(2)
+    marker = log.marker(1, 0, commit=False)
+    log.index_entry(1, 1, marker["base_offset"], marker["base_offset"] + 1)
+
+
 def lep_003_cleaned_away(log, _):
     """Epoch 1 began at offset 1, whose batch the cleaner removed: a compacted partition, known by its cleaner
     checkpoint."""
@@ -994,6 +1012,8 @@ VARIANTS = {
     ("above the cleaner checkpoint", "SEQ-001"): (seq_001_above_the_cleaner_checkpoint, "ERROR"),
     ("cleaned away", "SNP-003"): (snp_003_cleaned_away, "INFO"),
     ("cleaned away", "LEP-003"): (lep_003_cleaned_away, "INFO"),
+    ("entry kept", "IDX-008"): (idx_008_entry_kept, "INFO"),
+    ("entry of an empty abort", "IDX-003"): (idx_003_entry_of_an_empty_abort, "ERROR"),
     ("corrupt follower copy", "FMT-004"): (fmt_004_corrupt_follower_copy, "ERROR"),
     ("TV2 fence by a new instance", "EPO-004"): (epo_004_tv2_fence_by_a_new_instance, "INFO"),
     ("TV2 double bump", "EPO-004"): (epo_004_tv2_double_bump, "INFO"),
@@ -1024,6 +1044,7 @@ SILENT_VARIANTS = {
     ("TV2 fence chain", "XTX-008"): tv2_fence_chain,
     ("TV2 fence chain", "XTX-004"): tv2_fence_chain,
     ("TV2 timeout", "XTX-004"): tv2_timeout,
+    ("entry kept", "IDX-003"): idx_008_entry_kept,
 }
 
 

@@ -76,7 +76,9 @@ ORPHAN_ENTRY = rule(
     "ERROR",
     "6.5",
     "Entry whose last offset is not an ABORT marker of the same producer that closed a transaction. "
-    "CRITICAL when it points at a COMMIT marker (committed data hidden from read_committed consumers).",
+    "CRITICAL when it points at a COMMIT marker (committed data hidden from read_committed consumers). Not "
+    "for an entry of an ABORT whose data the cleaner removed on a compacted partition (IDX-008): the pass that "
+    "removes the data keeps the marker and its entry, a later one both.",
     also=("CRITICAL",),
     impact=(
         "An entry that matches no abort hides records of that producer from read_committed consumers; pointing at a "
@@ -156,8 +158,11 @@ ABORT_DATA_CLEANED = rule(
     "ABORT_DATA_CLEANED",
     "INFO",
     "6.5",
-    "Compacted topic: an ABORT marker whose data the cleaner removed, with no entry (legal).",
-    impact="Nothing: the cleaner removed the aborted data and with it the index entry.",
+    "Compacted topic: an ABORT marker whose data the cleaner removed, with no entry, or with its entry still "
+    "in the index (both legal: the cleaner pass that removes an aborted transaction's data keeps its marker and "
+    "writes its entry to the cleaned segment's index; a later pass, once the data is gone, drops the entry and, "
+    "after delete.retention.ms, the marker; CleanedTransactionMetadata.onControlBatchRead).",
+    impact="Nothing: the cleaner removed the aborted data, and removes the entry and the marker after it.",
     action="No action.",
     per_producer=True,
 )
@@ -375,6 +380,11 @@ def _legacy_empty() -> Column:
     return _is_empty_abort() & (F.col("entry_first_offset") == F.col("marker_offset"))
 
 
+def _cleaned_abort_entry() -> Column:
+    """The entry of an ABORT whose data the cleaner removed, kept as its pass keeps the marker."""
+    return _is_empty_abort() & F.col("is_compacted") & (F.col("entry_first_offset") < F.col("marker_offset"))
+
+
 def _comparison_evidence() -> dict[str, Column]:
     return {
         "expected_first_offset": F.col("first_offset"),
@@ -418,7 +428,7 @@ def wrong_first_offset(ctx: AuditContext) -> Fires:
 @check(ORPHAN_ENTRY, on=TXN_INDEX_COMPARISON)
 def orphan_entry(ctx: AuditContext) -> Fires:
     return Fires(
-        ~_is_expected() & _is_written() & ~_legacy_empty(),
+        ~_is_expected() & _is_written() & ~_legacy_empty() & ~_cleaned_abort_entry(),
         F.format_string(
             "txnindex entry (producer %d, offsets %d..%d) matches no ABORT of that producer that closed a transaction",
             F.col("producer_id"),
@@ -461,7 +471,14 @@ def legacy_empty_entry(ctx: AuditContext) -> Fires:
 @check(ABORT_DATA_CLEANED, on=TXN_INDEX_COMPARISON)
 def abort_data_cleaned(ctx: AuditContext) -> Fires:
     return Fires(
-        _is_empty_abort() & ~_is_written() & F.col("is_compacted"),
-        F.format_string("ABORT at %d has no data left and no txnindex entry", F.col("marker_offset")),
+        _is_empty_abort() & F.col("is_compacted") & (~_is_written() | _cleaned_abort_entry()),
+        F.when(
+            _is_written(),
+            F.format_string(
+                "ABORT at %d has no data left; its txnindex entry (from offset %d) is still kept",
+                F.col("marker_offset"),
+                F.col("entry_first_offset"),
+            ),
+        ).otherwise(F.format_string("ABORT at %d has no data left and no txnindex entry", F.col("marker_offset"))),
         _comparison_evidence(),
     )

@@ -6,11 +6,13 @@ one of their partitions is SIGKILLed and started again; librdkafka (Transactions
 and times out; the coordinator of one of its transactions is SIGKILLed between its send and its commit; a
 compacted topic is written transactionally until every broker's cleaner has cleaned it, then written again so
 that a second pass removes the markers of transactions whose data is gone; the Java client runs Transactions V2.
-Every broker is then stopped cleanly and its log dir is read as it was left.
+Every broker is then stopped cleanly and its log dir is read as it was left; one log dir is also copied while the
+producers write to it, as operators copy a running broker.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +47,7 @@ CLEANED_SECONDS = 60
 @dataclass(frozen=True)
 class ClusterFixture:
     log_dirs: tuple[Path, ...]  # broker 1, 2, 3
+    live_copy: Path  # one broker's log dir copied file by file while producers wrote to it
     ground_truth: Path  # ledger.json
     seconds: float
 
@@ -64,13 +67,13 @@ def run_all(home: Path) -> ClusterFixture:
             librdkafka_clients.zombie(bootstrap, ledger, "v1")
             librdkafka_clients.timeout(bootstrap, ledger, "v1")
             coordinator_killed(cluster, ledger)
-            compacted(cluster, ledger)
+            live_copy = compacted(cluster, ledger, home / "live-copy")
             partitions = [f"{topic}-{p}" for topic, (count, _) in TOPICS.items() for p in range(count)]
             java_clients.transactions_v2(bootstrap, ledger, compiled.result(), "v2", "idempotent", partitions)
     ledger.notes["broker_starts"] = {broker.node_id: broker.starts for broker in cluster.brokers}
     ledger.write(home / "ledger.json")
     return ClusterFixture(
-        tuple(broker.log_dir for broker in cluster.brokers), home / "ledger.json", time.monotonic() - started
+        tuple(broker.log_dir for broker in cluster.brokers), live_copy, home / "ledger.json", time.monotonic() - started
     )
 
 
@@ -124,13 +127,18 @@ def coordinator_killed(cluster: Cluster, ledger: Ledger) -> None:
     ledger.notes["coordinator_killed"] = {"transactional_id": transactional_id, "node_id": coordinator.node_id}
 
 
-def compacted(cluster: Cluster, ledger: Ledger) -> None:
+def compacted(cluster: Cluster, ledger: Ledger, live_copy: Path) -> Path:
     """Commits and aborts of keyed records on the compacted topic until every broker's cleaner has cleaned both
-    partitions; then more of them, so that a later pass finds the aborted data gone and removes its markers."""
+    partitions; then more of them, so that a later pass finds the aborted data gone and removes its markers.
+    While the first of them are written, broker 2's log dir is copied file by file, as `rsync -a` would: returns
+    where."""
     client = librdkafka_clients.Transactional(cluster.bootstrap, ledger, "compacted", "compacted-txn")
-    for _ in range(2):
+    copying = threading.Thread(target=_copy_live, args=(cluster.broker(2).log_dir, live_copy, ledger))
+    for phase in range(2):
         before = {broker.node_id: _cleaner_checkpoint(broker.log_dir) for broker in cluster.brokers}
         for index in range(6):
+            if phase == 0 and index == 2:
+                copying.start()
             commit = index % 2 == 0
             entry = client.begin("commit" if commit else "abort", COMMITTED if commit else ABORTED)
             librdkafka_clients.send(client.producer, entry, COMPACTED, [0, 1], 40, keys=8)
@@ -138,8 +146,18 @@ def compacted(cluster: Cluster, ledger: Ledger) -> None:
                 librdkafka_clients.SECONDS
             )
             time.sleep(0.35)  # segment.ms rolls a segment for each transaction
+        copying.join()
         _wait_until_cleaned(cluster, before)
     ledger.notes["compacted"] = {"topic": COMPACTED, "cleaned_by_every_broker": True}
+    return live_copy
+
+
+def _copy_live(log_dir: Path, copy: Path, ledger: Ledger) -> None:
+    try:
+        shutil.copytree(log_dir, copy, copy_function=shutil.copy2)
+    except shutil.Error as vanished:  # renamed or deleted while copied: rsync reports them and goes on
+        ledger.notes["live_copy_vanished"] = [str(error[0]) for error in vanished.args[0]]
+    ledger.notes["live_copy"] = {"node_id": 2}
 
 
 def _wait_until_cleaned(cluster: Cluster, before: dict[int, dict[str, int]]) -> None:

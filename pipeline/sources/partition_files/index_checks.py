@@ -191,12 +191,15 @@ def _index_entries(
     read_at: ByteReader, size: int, entry: struct.Struct, relative_field: int
 ) -> Iterator[tuple[int, tuple[int, ...]]]:
     """(byte position, fields) of the entries in use, read a chunk at a time: a preallocated index ends at its
-    first zero entry after entry 0, one whose relative offset is 0 (DumpLogSegments stops there too)."""
+    first zero entry after entry 0, one whose relative offset is 0 (DumpLogSegments stops there too), or at entry
+    0 when it is all zeros. The broker never writes that one: it adds an entry only once more than
+    index.interval.bytes were appended since the last (LogSegment.append), so never for the log's first batch, and
+    the active segment's preallocated index is all zeros until then (a copy of a running broker shows it)."""
     whole = size - size % entry.size
     for chunk_position, chunk in entry_chunks(read_at, 0, whole, entry.size):
         for number, fields in enumerate(entry.iter_unpack(chunk)):
             position = chunk_position + number * entry.size
-            if position > 0 and fields[relative_field] == 0:
+            if fields[relative_field] == 0 and (position > 0 or not any(fields)):
                 return
             yield position, fields
 
