@@ -25,6 +25,10 @@ INTERNAL = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
 COMPACTED = "compacted"  # tests/kafka_broker/cluster_session.py
 ALONE = "-alone-broker-"  # in the cluster id of each broker's copy
 LIVE = "-live-copy-"  # in the cluster id of the live copy
+DUMPED = "dump-text-broker-"  # the cluster id of each broker's kafka-dump-log text
+# Rules that read the files beside the segments (snapshots, indexes, checkpoints): dump text carries none.
+SIDE_FILE_RULES = ("SNP-", "IDX-", "SEG-", "LEP-", "LSO-003")
+TRANSACTION_COLUMNS = ["topic", "partition", "producer_id", "first_offset", "last_offset", "outcome"]
 # What docs/collecting-logs.md ("A consistent copy") says a copy taken while the broker writes may show above INFO,
 # and why; each only on the last segment of its partition, the one the broker was appending to.
 LIVE_COPY = {
@@ -71,7 +75,8 @@ def audited(cluster_run, tmp_path_factory) -> Audit:
     shutil.copytree(cluster_run.live_copy, live, copy_function=shutil.copy2)
     _rename_cluster(live, f"{LIVE}1")
     (root / "run").mkdir()
-    (audit,) = audits([([*cluster_run.log_dirs, *copies, live], root / "run" / "wh")], conf)
+    dumps = [(f"{DUMPED}{node}", dump) for node, dump in enumerate(cluster_run.dumps, start=1)]
+    (audit,) = audits([([*cluster_run.log_dirs, *copies, live, *dumps], root / "run" / "wh")], conf)
     return audit
 
 
@@ -90,7 +95,7 @@ def _clusters(audit: Audit, marked: str | None) -> Audit:
 
     def keep(cluster_id: pd.Series) -> pd.Series:
         if marked is None:
-            return ~(cluster_id.str.contains(ALONE) | cluster_id.str.contains(LIVE))
+            return ~cluster_id.str.contains("|".join((ALONE, LIVE, DUMPED)))
         return cluster_id.str.contains(marked)
 
     return Audit({name: frame[keep(frame.cluster_id)] for name, frame in audit.tables.items()})
@@ -109,6 +114,11 @@ def alone(audited) -> Audit:
 @pytest.fixture(scope="session")
 def live(audited) -> Audit:
     return _clusters(audited, LIVE)
+
+
+@pytest.fixture(scope="session")
+def dumped(audited) -> Audit:
+    return _clusters(audited, DUMPED)
 
 
 def _above_info(audit: Audit) -> set[tuple]:
@@ -190,6 +200,26 @@ def test_a_live_copy_shows_only_what_a_copy_of_a_writing_broker_may(live, truth)
     assert len(batches) >= 100
 
 
+def _per_broker(audit: Audit, table: str, columns: list[str]) -> dict[int, list[tuple]]:
+    frame = audit.tables[table]
+    frame = frame[~frame.topic.isin(INTERNAL)] if table == "findings" else frame
+    return {
+        int(broker): sorted(map(tuple, rows[columns].astype(object).where(rows[columns].notna(), None).values), key=str)
+        for broker, rows in frame.groupby(frame.cluster_id.str[-1].astype(int))
+    }
+
+
+def test_each_brokers_dump_text_gives_the_verdicts_and_transactions_of_its_segments(alone, dumped):
+    """Every finding of a broker's segments that does not need the files beside them, and its transactions."""
+    keys = ["topic", "partition", "rule_code", "severity", "base_offset"]
+    from_segments = Audit({"findings": alone.findings()[~alone.findings().rule_code.str.startswith(SIDE_FILE_RULES)]})
+    assert _per_broker(dumped, "findings", keys) == _per_broker(from_segments, "findings", keys)
+    assert _per_broker(dumped, "transactions", TRANSACTION_COLUMNS) == _per_broker(
+        alone, "transactions", TRANSACTION_COLUMNS
+    )
+    assert dumped.tables["batches"].cluster_id.nunique() == 3
+
+
 def test_no_transaction_is_torn_across_its_partitions(together, alone):
     """Not even those of the compacted topic whose markers the cleaner removed once their data was gone."""
     for audit in (together, alone):
@@ -201,7 +231,7 @@ def test_no_transaction_is_torn_across_its_partitions(together, alone):
 def test_the_faults_happened(truth):
     """The killed leader and coordinator were started again, and both cleaner passes ran on every broker."""
     notes = truth["notes"]
-    killed = {notes["leader_killed"]["node_id"], notes["coordinator_killed"]["node_id"]}
+    killed = {notes[fault]["node_id"] for fault in ("leader_killed", "coordinator_killed", "group_coordinator_killed")}
     assert all(notes["broker_starts"][str(node)] >= 2 for node in killed)
     assert notes["compacted"]["cleaned_by_every_broker"]
     entry = next(e for e in truth["entries"] if e["workload"] == "v1-coordinator-killed")

@@ -3,11 +3,12 @@ tests audit.
 
 Replication factor 3 and `min.insync.replicas=2` everywhere. Idempotent producers write while the leader of
 one of their partitions is SIGKILLed and started again; librdkafka (Transactions V1) commits, aborts, is fenced
-and times out; the coordinator of one of its transactions is SIGKILLed between its send and its commit; a
-compacted topic is written transactionally until every broker's cleaner has cleaned it, then written again so
-that a second pass removes the markers of transactions whose data is gone; the Java client runs Transactions V2.
-Every broker is then stopped cleanly and its log dir is read as it was left; one log dir is also copied while the
-producers write to it, as operators copy a running broker.
+and times out; the coordinator of one of its transactions is SIGKILLed between its send and its commit, and so is
+the group coordinator of a consume-transform-produce loop between its offsets and its commit; a compacted topic
+is written transactionally until every broker's cleaner has cleaned it, then written again so that a second pass
+removes the markers of transactions whose data is gone; the Java client runs Transactions V2. Every broker is
+then stopped cleanly and its log dir is read as it was left, and dumped with kafka-dump-log; one log dir is also
+copied while the producers write to it, as operators copy a running broker.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from tests.kafka_broker import java_clients, librdkafka_clients
 from tests.kafka_broker.broker import BASE_PROPERTIES
 from tests.kafka_broker.cluster import Cluster, running, three_brokers
+from tests.kafka_broker.dumps import dump_log_dir
 from tests.kafka_broker.ledger import ABORTED, COMMITTED, Ledger
 from tests.kafka_broker.session import KAFKA_VERSION, ROLL
 
@@ -48,6 +50,7 @@ CLEANED_SECONDS = 120  # two passes of three cleaners on a busy 2-core machine
 class ClusterFixture:
     log_dirs: tuple[Path, ...]  # broker 1, 2, 3
     live_copy: Path  # one broker's log dir copied file by file while producers wrote to it
+    dumps: tuple[Path, ...]  # kafka-dump-log text of each broker's segments
     ground_truth: Path  # ledger.json
     seconds: float
 
@@ -67,13 +70,21 @@ def run_all(home: Path) -> ClusterFixture:
             librdkafka_clients.zombie(bootstrap, ledger, "v1")
             librdkafka_clients.timeout(bootstrap, ledger, "v1")
             coordinator_killed(cluster, ledger)
+            group_coordinator_killed(cluster, ledger)
             live_copy = compacted(cluster, ledger, home / "live-copy")
             partitions = [f"{topic}-{p}" for topic, (count, _) in TOPICS.items() for p in range(count)]
             java_clients.transactions_v2(bootstrap, ledger, compiled.result(), "v2", "idempotent", partitions)
     ledger.notes["broker_starts"] = {broker.node_id: broker.starts for broker in cluster.brokers}
     ledger.write(home / "ledger.json")
+    dumps = tuple(home / "dumps" / f"broker-{broker.node_id}" for broker in cluster.brokers)
+    with ThreadPoolExecutor(len(dumps)) as tools:
+        list(tools.map(dump_log_dir, [broker.log_dir for broker in cluster.brokers], dumps))
     return ClusterFixture(
-        tuple(broker.log_dir for broker in cluster.brokers), live_copy, home / "ledger.json", time.monotonic() - started
+        tuple(broker.log_dir for broker in cluster.brokers),
+        live_copy,
+        dumps,
+        home / "ledger.json",
+        time.monotonic() - started,
     )
 
 
@@ -125,6 +136,24 @@ def coordinator_killed(cluster: Cluster, ledger: Ledger) -> None:
         entry.outcome, entry.how = ABORTED, f"aborted after the coordinator was killed ({failure})"
     coordinator.start()
     ledger.notes["coordinator_killed"] = {"transactional_id": transactional_id, "node_id": coordinator.node_id}
+
+
+def group_coordinator_killed(cluster: Cluster, ledger: Ledger) -> None:
+    """Consume-transform-produce whose group coordinator (the leader of the group's `__consumer_offsets`
+    partition, which gets the transaction's offsets and markers) is SIGKILLed between the offsets and the commit of
+    the first transaction, and started again after it."""
+    bootstrap = cluster.bootstrap
+    partitions = int(BASE_PROPERTIES["offsets.topic.num.partitions"])
+    killed = []
+
+    def kill_the_group_coordinator() -> None:  # `__consumer_offsets` exists once the group has a coordinator
+        partition = _java_abs_hash(librdkafka_clients.EOS_GROUP) % partitions
+        killed.append(cluster.broker(librdkafka_clients.leader(bootstrap, "__consumer_offsets", partition)))
+        killed[0].kill()
+
+    librdkafka_clients.offsets(bootstrap, ledger, "idempotent", "v1", before_first_commit=kill_the_group_coordinator)
+    killed[0].start()
+    ledger.notes["group_coordinator_killed"] = {"group": librdkafka_clients.EOS_GROUP, "node_id": killed[0].node_id}
 
 
 def compacted(cluster: Cluster, ledger: Ledger, live_copy: Path) -> Path:
