@@ -32,6 +32,7 @@ from pipeline.sources.kafka_format.windows import iter_decoded, next_entry_start
 from pipeline.sources.partition_files.binary_files import SNAPSHOT_ENTRY, SNAPSHOT_HEADER
 from pipeline.sources.partition_files.discovery import discover_partition_files
 from pipeline.sources.partition_files.entries import ROWS_PER_BATCH, TXN_INDEX_ENTRY
+from pipeline.sources.partition_files.index_checks import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 from pipeline.sources.partition_files.reader import (
     TEXT_FILE_MAX_BYTES,
     checkpoint_rows,
@@ -310,6 +311,10 @@ def _summary(column: str, batches) -> tuple[int, dict, list]:
     return rows, counts, last
 
 
+# One entry, for a segment the partition does not hold: a problem each
+FIRST_INDEX_ENTRY = {".index": OFFSET_INDEX_ENTRY.pack(1, 0), ".timeindex": TIME_INDEX_ENTRY.pack(1, 1)}
+
+
 @pytest.mark.parametrize(
     ("suffix", "table", "schema", "column", "rows", "counts", "last"),
     [
@@ -346,6 +351,7 @@ def test_a_huge_binary_file_is_decoded_a_chunk_at_a_time(tmp_path, suffix, table
         if suffix == "valid.snapshot":
             _valid_zero_snapshot(file)
         else:
+            file.write(FIRST_INDEX_ENTRY.get(suffix, b""))  # an index of zeros holds no entry
             file.truncate(HUGE_BINARY)
     files = discover_partition_files(discover_segments([str(log_dir)], IngestSettings()).listings).files
     descriptor = next(file for file in files if file.location == str(huge))
