@@ -97,7 +97,7 @@ def replay_kept(
     scratch table (pipeline.audit.core.task_outputs)."""
     spark = batches.sparkSession
     exchanged = replay_pass(batches, settings, transaction_log, checkpoints)  # planned only: it gives the schema
-    facts = scratch.materialise(replica_facts(audited_broker(batches), settings, checkpoints), "replica_facts")
+    scratch.materialise(replica_facts(audited_broker(batches), settings, checkpoints), "replica_facts")
     run_folder = f"{keeping.folder}/{keeping.run_id}"
     versions_path = None
     if transaction_log is not None:
@@ -106,7 +106,7 @@ def replay_kept(
     earlier = keeping.earlier
     if earlier is not None and earlier.fingerprint != fingerprint(settings, transaction_log is not None):
         earlier = None
-    replicas = _audited_replicas(facts)
+    replicas = _audited_replicas(scratch.small_rows("replica_facts", [*REPLICA, *COMPACTION]))
     plans = [_partition_files(group, earlier, replicas) for group in files]
     tasks = task_files(plans, int(spark.conf.get(SHUFFLE_PARTITIONS)))
     function = partial(
@@ -152,14 +152,20 @@ def replay_kept(
     return scratch.register("replay", exchanged.schema, paths), units
 
 
-def _audited_replicas(facts: DataFrame) -> dict[str, list]:
-    """Per partition key: its audited replicas (cluster, broker, compaction), sorted; one row per partition on the
-    driver. Every replayed row carries its replica's compaction, so a change of it replays the partition whole."""
+def _audited_replicas(facts: list[dict]) -> dict[str, list]:
+    """Per partition key: its audited replicas (cluster, broker, compaction), sorted, from the rows of
+    `replica_facts`, one per partition. Every replayed row carries its replica's compaction, so a change of it
+    replays the partition whole."""
     replicas: dict[str, list] = {}
-    for row in facts.select("cluster_id", "topic", "partition", "broker_id", *COMPACTION).collect():
-        replica = [row.cluster_id, row.broker_id, row.compacted_by, row.cleaner_offset]
-        replicas.setdefault(partition_key(row.topic, row.partition), []).append(replica)
-    return {key: sorted(values) for key, values in replicas.items()}
+    for row in facts:
+        replica = [row["cluster_id"], row["broker_id"], row["compacted_by"], row["cleaner_offset"]]
+        replicas.setdefault(partition_key(row["topic"], row["partition"]), []).append(replica)
+    return {key: sorted(values, key=_nulls_first) for key, values in replicas.items()}
+
+
+def _nulls_first(replica: list) -> tuple:
+    """Replicas sort as Spark's rows did, a null before any value (a dump's replica has no cluster)."""
+    return tuple((value is not None, value) for value in replica)
 
 
 def _partition_files(group: FileGroup, earlier: KeptReplay | None, replicas: dict[str, list]) -> PartitionFiles:
@@ -239,7 +245,7 @@ def task_files(plans: Sequence[PartitionFiles], most_tasks: int) -> tuple[tuple[
 
 
 def _topic_kinds(spark, topics: list[str], settings: AuditSettings) -> dict[str, tuple[bool, bool]]:
-    """Per topic name: compacted, coordinator, KRaft, as the exchange path's `topic_matches` says."""
+    """Per topic name: coordinator, KRaft, as the exchange path's `topic_matches` says."""
     if not topics:
         return {}
     names = spark.createDataFrame([(topic,) for topic in topics], "topic string")

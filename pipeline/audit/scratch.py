@@ -109,12 +109,23 @@ class Scratch:
 
     def is_empty(self, name: str) -> bool:
         """Whether table `name` of this run holds no rows, read from its files' Parquet footers: no Spark job."""
+        return all(_footer_rows(path) == 0 for path in self._parquet_files(name))
+
+    def small_rows(self, name: str, columns: list[str]) -> list[dict]:
+        """The rows of table `name`, one per partition or replica, read on the driver with pyarrow: no Spark job."""
+        rows = []
+        for path in self._parquet_files(name):
+            handle, local = resolve(path)
+            rows += pq.read_table(local, columns=columns, filesystem=handle).to_pylist()
+        return rows
+
+    def _parquet_files(self, name: str) -> list[str]:
         paths = self._files.get(name)
         if paths is None:  # written by Spark: the Parquet files of its folder
             handle, folder = resolve(self.path(name))
             listed = handle.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
             paths = [self.path(f"{name}/{info.base_name}") for info in listed if info.base_name.endswith(".parquet")]
-        return all(_footer_rows(path) == 0 for path in paths)
+        return paths
 
     def has(self, name: str) -> bool:
         """Whether table `name` was written in this run."""
