@@ -27,10 +27,9 @@ INTERPRETED = {
     "spark.sql.adaptive.enabled": "false",
     # Every broadcast is a Spark job of its own (collect the small side, build it, send it), and without adaptive
     # execution each runs before its plan: a sample run's 80 jobs were 48 with joins by shuffle instead, at the
-    # same wall time (BENCHMARKS.md). The joins the code asks to broadcast (F.broadcast: a small side against a
-    # side of batches, on a large input) join by shuffle too: the hints are off.
+    # same wall time (BENCHMARKS.md). A join the code asks to broadcast (F.broadcast) still does: some keep the rows
+    # of their large side in the order they were read (the dump text's lines), which a shuffle would not.
     "spark.sql.autoBroadcastJoinThreshold": "-1",
-    "spark.sql.optimizer.disableHints": "true",
     # Interpreted, a scan can evaluate its dynamic pruning filter before the subquery that fills it has finished
     # ("IN dynamicpruning#... has not finished"); on a small input there is nothing to prune anyway.
     "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
