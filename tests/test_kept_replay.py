@@ -167,7 +167,7 @@ def test_the_kept_parts_merged_with_those_of_the_replayed_rows_aggregate_all_row
     groups = files_per_partition(str(generated_warehouse / "batches"))
     folder = tmp_path / "_replay"
     _, first = _aggregated(spark, generated_warehouse, _withheld(groups, 2), scratch, folder, "first")
-    aggregates = ("transactions", "producer_state", "segments", "partition_producers")
+    aggregates = ("transactions", "producer_state", "segments", "partition_producers", "epoch_starts")
     assert set(first.tables) == {f"parts/{name}" for name in aggregates}
     nightly, kept = _aggregated(spark, generated_warehouse, groups, scratch, folder, "nightly", first)
     full, _ = _aggregated(spark, generated_warehouse, groups, scratch, tmp_path / "full", "full")

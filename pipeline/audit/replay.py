@@ -30,7 +30,7 @@ from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.audit.replay_task import replay_rows
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
-from schemas.checkpoints import CLEANER_OFFSET
+from schemas.checkpoints import CLEANER_OFFSET, LOG_START_OFFSET
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 
 # A partition: topic and partition number within one cluster (`batches.cluster_id`, "" when unknown). Clusters
@@ -45,6 +45,9 @@ REPLICA_FACTS = ["first_segment_base_offset", "last_segment_base_offset", "parti
 # How a replica is known to be compacted, if it is (`compacted_by`), and its cleaner's checkpoint: on every row, and
 # part of what a kept replay of its partition must still say to be gone on from (pipeline.audit.replay_files).
 COMPACTION = ["compacted_by", "cleaner_offset"]
+# The log start offset the replica's log-start-offset-checkpoint holds (DeleteRecords moves it inside a segment): on
+# every row, and part of what a kept replay of its partition must still say, as its compaction is.
+LOG_START = "checkpoint_log_start"
 COMPACTED_CONFIGURED = "configured"  # audit.compacted_topics names the topic
 COMPACTED_CLEANER = "cleaner checkpoint"  # the log dir's cleaner-offset-checkpoint lists the partition
 COMPACTED_DELETE_HORIZON = "delete horizon"  # a batch carries the delete-horizon bit: the cleaner rewrote it
@@ -111,27 +114,38 @@ def replica_facts(df: DataFrame, settings: AuditSettings, checkpoints: DataFrame
         .where(F.col("_rank") == F.col("_best_rank"))
         .drop("_epoch", "_end", "_rank", "_best_rank")
     )
-    cleaner = F.lit(None).cast("long")
+    cleaner = log_start = F.lit(None).cast("long")
     if checkpoints is not None:
-        chosen = chosen.join(F.broadcast(cleaner_offsets(checkpoints)), on=REPLICA, how="left")
-        cleaner = F.col("cleaner_offset")
+        chosen = chosen.join(F.broadcast(replica_checkpoints(checkpoints)), on=REPLICA, how="left")
+        cleaner, log_start = F.col("cleaner_offset"), F.col(LOG_START)
     return chosen.withColumns(
         {
             "compacted_by": F.when(topic_matches(settings.compacted_topics), F.lit(COMPACTED_CONFIGURED))
             .when(cleaner.isNotNull(), F.lit(COMPACTED_CLEANER))
             .when(F.col("_delete_horizon"), F.lit(COMPACTED_DELETE_HORIZON)),
             "cleaner_offset": cleaner,
+            LOG_START: log_start,
         }
     ).drop("_delete_horizon")
 
 
-def cleaner_offsets(checkpoints: DataFrame) -> DataFrame:
-    """Per replica listed in its log dir's `cleaner-offset-checkpoint`: the offset the cleaner has cleaned up to."""
+def replica_checkpoints(checkpoints: DataFrame) -> DataFrame:
+    """Per replica its log dir's checkpoints list: the offset the cleaner has cleaned up to (`cleaner_offset`, from
+    `cleaner-offset-checkpoint`) and its log start offset (from `log-start-offset-checkpoint`)."""
     return (
-        audited_broker(checkpoints.where((F.col("kind") == CLEANER_OFFSET) & F.col("topic").isNotNull()))
+        audited_broker(
+            checkpoints.where(
+                F.col("kind").isin(CLEANER_OFFSET, LOG_START_OFFSET)
+                & F.col("topic").isNotNull()
+                & F.col("offset").isNotNull()
+            )
+        )
         .withColumn("cluster_id", F.coalesce("cluster_id", F.lit("")))
         .groupBy(*REPLICA)
-        .agg(F.max("offset").alias("cleaner_offset"))
+        .agg(
+            F.max(F.when(F.col("kind") == CLEANER_OFFSET, F.col("offset"))).alias("cleaner_offset"),
+            F.max(F.when(F.col("kind") == LOG_START_OFFSET, F.col("offset"))).alias(LOG_START),
+        )
     )
 
 

@@ -36,7 +36,15 @@ from pipeline.audit.core.task_outputs import TaskOutputs
 from pipeline.audit.kept_replay import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
 from pipeline.audit.partition_replay import PartitionFiles, replay_partition, write_table
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
-from pipeline.audit.replay import COMPACTION, REPLICA, audited_broker, replay_pass, replica_facts, topic_matches
+from pipeline.audit.replay import (
+    COMPACTION,
+    LOG_START,
+    REPLICA,
+    audited_broker,
+    replay_pass,
+    replica_facts,
+    topic_matches,
+)
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.snapshot_states import ReplayUnit
 from pipeline.config import AuditSettings
@@ -106,7 +114,7 @@ def replay_kept(
     earlier = keeping.earlier
     if earlier is not None and earlier.fingerprint != fingerprint(settings, transaction_log is not None):
         earlier = None
-    replicas = _audited_replicas(scratch.small_rows("replica_facts", [*REPLICA, *COMPACTION]))
+    replicas = _audited_replicas(scratch.small_rows("replica_facts", [*REPLICA, *COMPACTION, LOG_START]))
     plans = [_partition_files(group, earlier, replicas) for group in files]
     tasks = task_files(plans, int(spark.conf.get(SHUFFLE_PARTITIONS)))
     function = partial(
@@ -153,12 +161,12 @@ def replay_kept(
 
 
 def _audited_replicas(facts: list[dict]) -> dict[str, list]:
-    """Per partition key: its audited replicas (cluster, broker, compaction), sorted, from the rows of
-    `replica_facts`, one per partition. Every replayed row carries its replica's compaction, so a change of it
-    replays the partition whole."""
+    """Per partition key: its audited replicas (cluster, broker, compaction, checkpointed log start), sorted, from
+    the rows of `replica_facts`, one per partition. Every replayed row carries its replica's compaction and log start,
+    so a change of either replays the partition whole."""
     replicas: dict[str, list] = {}
     for row in facts:
-        replica = [row["cluster_id"], row["broker_id"], row["compacted_by"], row["cleaner_offset"]]
+        replica = [row["cluster_id"], row["broker_id"], row["compacted_by"], row["cleaner_offset"], row[LOG_START]]
         replicas.setdefault(partition_key(row["topic"], row["partition"]), []).append(replica)
     return {key: sorted(values, key=_nulls_first) for key, values in replicas.items()}
 

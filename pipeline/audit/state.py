@@ -1,11 +1,11 @@
 """The audit's state, materialised once per run: what every frame and output table reads.
 
 `replay` (every entry with file-order and producer state, pipeline.audit.replay) is computed with one exchange
-of the batches; `transactions` and `producer_state` (aggregated from parts a run keeps beside a kept replay:
-pipeline.audit.kept_tables), `replicas`, `open_transactions`, `partitions`,
-`transaction_causes`, `coordinator_records` and `epoch_starts` are aggregates and joins of it, each a small
-plan over scans; `snapshot_states` is read from the replay's files by a pass of its own
-(pipeline.audit.snapshot_states).
+of the batches; `transactions`, `producer_state` and `epoch_starts` (aggregated from parts the replay's tasks
+take, merged with those a run keeps beside a kept replay: pipeline.audit.kept_tables), `replicas`,
+`open_transactions`, `partitions`, `transaction_causes` and `coordinator_records` are aggregates and joins of it,
+each a small plan over scans (`epoch_starts` a join built into the plans that read it); `snapshot_states` is read
+from the replay's files by a pass of its own (pipeline.audit.snapshot_states).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pipeline.audit.core.task_outputs import checked_pass, parts_table, task_out
 from pipeline.audit.hanging import transaction_causes
 from pipeline.audit.kept_coordinator import coordinator_records
 from pipeline.audit.kept_tables import kept_parts
-from pipeline.audit.leader_epochs import epoch_starts
+from pipeline.audit.leader_epochs import epoch_start_parts, epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
 from pipeline.audit.scratch import Scratch
@@ -49,7 +49,13 @@ from pipeline.tables.files_per_partition import FileGroup
 
 def replay_aggregates() -> tuple[Mergeable, ...]:
     """The aggregates of the replay the replay's tasks take of the rows they replay."""
-    return (transaction_parts(), producer_state_parts(), segment_parts(), partition_producer_parts())
+    return (
+        transaction_parts(),
+        producer_state_parts(),
+        segment_parts(),
+        partition_producer_parts(),
+        epoch_start_parts(),
+    )
 
 
 def build_state(
@@ -123,7 +129,7 @@ def build_state(
     leader_epochs = side.get("leader_epochs")
     starts = None
     if leader_epochs is not None and "leader_epochs" not in empty_tables:
-        starts = scratch.materialise(epoch_starts(replayed, last["partitions"]), "epoch_starts")
+        starts = epoch_starts(first["parts/epoch_starts"], last["partitions"])
     snapshots = side.get("producer_snapshots")
     states = None
     if snapshots is not None and "producer_snapshots" not in empty_tables:
