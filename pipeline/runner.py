@@ -137,6 +137,8 @@ def audit(
     with recording as (_, result), _sized(store, settings) as small:
         result.counts["plan.interpreted"] = int(small)
         _audit(store, settings, run_id, reference_time_ms, result, deep=store.exists("payloads"))
+        result.findings_by_severity = _findings_by_severity(store, run_id)
+        _log_severities(result)
     return result
 
 
@@ -248,6 +250,7 @@ def run(
             result.counts["plan.interpreted"] = int(small)
             _audit(store, settings, run_id, reference_time_ms, result, deep=settings.ingest.deep)
             _report(store, settings, _run_section(record, store, result.counts), result)
+        _log_severities(result)  # the report's counts: no job of their own
     return result
 
 
@@ -324,13 +327,7 @@ def _audit(
         scratch.remove()
     log.info("audit plans: %s", stats.describe())
     result.counts.update(stats.counts())
-    result.findings_by_severity = _findings_by_severity(store, run_id)
-    log.info(
-        "audited %d topic(s): %d finding(s) (%s)",
-        len({topic for _, topic in pairs}),
-        result.counts["findings"],
-        ", ".join(f"{severity} {count}" for severity, count in result.findings_by_severity.items()),
-    )
+    log.info("audited %d topic(s): %d finding(s)", len({topic for _, topic in pairs}), result.counts["findings"])
 
 
 def _audited_pairs(store: TableStore, batches: DataFrame) -> list[tuple[str, str]]:
@@ -387,6 +384,13 @@ def _sized(store: TableStore, settings: Settings) -> AbstractContextManager[bool
     """The Spark settings for the size of the warehouse's `batches` (pipeline.small_inputs), counted from the
     Delta log's statistics."""
     return sized_for(store.spark, store.count("batches"), settings.spark.small_input_batches)
+
+
+def _log_severities(result: StepResult) -> None:
+    log.info(
+        "findings by severity: %s",
+        ", ".join(f"{severity} {count}" for severity, count in result.findings_by_severity.items()),
+    )
 
 
 def _findings_by_severity(store: TableStore, run_id: str) -> dict[str, int]:

@@ -16,7 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 
 import schemas
 from pipeline.audit.partition_replay import PartitionFiles
-from pipeline.audit.replay import replay_pass
+from pipeline.audit.replay import replay_pass, topic_matches, topic_name_matches
 from pipeline.audit.replay_files import Keeping, replay_kept, task_files
 from pipeline.cli import main
 from pipeline.config import AuditSettings
@@ -160,3 +160,28 @@ def test_a_file_of_several_partitions_sends_the_run_through_the_exchange(spark, 
     counts = _run_counts(tmp_path / "mixed", [str(export)])
     assert counts["plan.replay_read_files"] == 0
     assert counts["batches"] == 2
+
+
+def test_a_topic_name_matches_the_globs_on_the_driver_as_in_spark(spark):
+    patterns = [["__*"], ["*-changelog", "orders?"], ["a_b%c"], ["x\\y*"], ["?"], []]
+    names = [
+        "__consumer_offsets",
+        "_x",
+        "inventory-changelog",
+        "orders1",
+        "orders",
+        "orders12",
+        "a_b%c",
+        "aXb%c",
+        "x\\yz",
+        "xy",
+        "q",
+        "",
+        "line\nbreak-changelog",
+    ]
+    rows = spark.createDataFrame([(name,) for name in names], "topic string")
+    for globs in patterns:
+        in_spark = {
+            row.topic: row.matched for row in rows.select("topic", topic_matches(globs).alias("matched")).collect()
+        }
+        assert in_spark == {name: topic_name_matches(globs, name) for name in names}, globs

@@ -17,6 +17,7 @@ before left: the whole replay costs one exchange, and no Spark sort.
 
 from __future__ import annotations
 
+import re
 from functools import partial
 
 from pyspark.sql import Column, DataFrame, Window
@@ -59,6 +60,25 @@ def topic_matches(patterns: list[str]) -> Column:
     for pattern in patterns:
         matched = matched | F.col("topic").like(_glob_to_like(pattern))
     return matched
+
+
+def topic_name_matches(patterns: list[str], topic: str) -> bool:
+    """`topic_matches` of one topic name, without Spark: the same LIKE patterns, read as SQL's LIKE reads them."""
+    return any(re.fullmatch(_like_to_regex(_glob_to_like(pattern)), topic, re.DOTALL) for pattern in patterns)
+
+
+def _like_to_regex(like: str) -> str:
+    """SQL LIKE as a regular expression: `%` any text, `_` one character, a backslash takes the next literally."""
+    pieces, escaped = [], False
+    for character in like:
+        if escaped:
+            pieces.append(re.escape(character))
+            escaped = False
+        elif character == "\\":
+            escaped = True
+        else:
+            pieces.append({"%": ".*", "_": "."}.get(character, re.escape(character)))
+    return "".join(pieces)
 
 
 def prepare_batches(batches: DataFrame, settings: AuditSettings, checkpoints: DataFrame | None = None) -> DataFrame:

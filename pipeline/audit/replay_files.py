@@ -1,14 +1,14 @@
 """The replay's input read by the replay's own tasks from the `batches` files, when the files hold whole partitions.
 
-On the exchange path (pipeline.audit.replay.replay_input) Spark reads every wide row, hash-exchanges it by
-partition and converts it into Arrow for the pass: most of the replay's time at scale (BENCHMARKS.md). When the
-Delta log says which partition each file holds (pipeline.tables.files_per_partition), each task is instead handed the
-files of some partitions, every replica and every cluster's copy of them, and reads them with pyarrow; no row
-crosses the JVM. What `replay_input` adds to a row is added here from the same definitions: the replica's facts
-(`replica_facts`, which also chooses the audited replica) and the coordinator's transaction versions
-(`coordinator_versions`) are small Spark aggregates the tasks read from the scratch folder, the topic kinds are
-Spark's `topic_matches` of each topic name, and the per-row flags are `replay_input`'s expressions in Arrow's
-three-valued logic. tests/test_replay_files.py checks both paths give the same replay.
+On the exchange path (pipeline.audit.replay.replay_input) Spark reads every wide row, hash-exchanges it by partition
+and converts it into Arrow for the pass: most of the replay's time at scale (BENCHMARKS.md). When the Delta log says
+which partition each file holds (pipeline.tables.files_per_partition), each task is instead handed the files of some
+partitions, every replica and every cluster's copy of them, and reads them with pyarrow; no row crosses the JVM.
+What `replay_input` adds to a row is added here from the same definitions: the replica's facts (`replica_facts`,
+which also chooses the audited replica) and the coordinator's transaction versions (`coordinator_versions`) are
+small Spark aggregates the tasks read from the scratch folder, the topic kinds are `topic_matches`' patterns matched
+on the driver (`topic_name_matches`), and the per-row flags are `replay_input`'s expressions in Arrow's three-valued
+logic. tests/test_replay_files.py checks both paths give the same replay.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from pipeline.audit.replay import (
     audited_broker,
     replay_pass,
     replica_facts,
-    topic_matches,
+    topic_name_matches,
 )
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.snapshot_states import ReplayUnit
@@ -120,7 +120,7 @@ def replay_kept(
     function = partial(
         replay_files,
         tasks=tasks,
-        kinds=_topic_kinds(spark, sorted({group.topic for group in files}), settings),
+        kinds=_topic_kinds(sorted({group.topic for group in files}), settings),
         facts_path=scratch.path("replica_facts"),
         versions_path=versions_path,
         input_schema=to_arrow_schema(exchanged.rows.schema),
@@ -252,17 +252,15 @@ def task_files(plans: Sequence[PartitionFiles], most_tasks: int) -> tuple[tuple[
     return tuple(tuple(plans) for plans in assigned)
 
 
-def _topic_kinds(spark, topics: list[str], settings: AuditSettings) -> dict[str, tuple[bool, bool]]:
-    """Per topic name: coordinator, KRaft, as the exchange path's `topic_matches` says."""
-    if not topics:
-        return {}
-    names = spark.createDataFrame([(topic,) for topic in topics], "topic string")
-    kinds = names.select(
-        "topic",
-        topic_matches(settings.coordinator_topics).alias("is_coordinator_topic"),
-        topic_matches(settings.kraft_topics).alias("is_kraft_topic"),
-    )
-    return {row.topic: tuple(row[kind] for kind in TOPIC_KINDS) for row in kinds.collect()}
+def _topic_kinds(topics: list[str], settings: AuditSettings) -> dict[str, tuple[bool, bool]]:
+    """Per topic name: coordinator, KRaft, as the exchange path's `topic_matches` says (no Spark job)."""
+    return {
+        topic: (
+            topic_name_matches(settings.coordinator_topics, topic),
+            topic_name_matches(settings.kraft_topics, topic),
+        )
+        for topic in topics
+    }
 
 
 def replay_files(

@@ -30,7 +30,8 @@ def write_findings_jsonl(findings: DataFrame, warehouse: str, run_id: str) -> st
     worst_first = F.array_position(F.array(*[F.lit(s) for s in SEVERITIES]), F.col("severity")).desc()
     (
         findings.select(*FIELDS)
-        .orderBy(
+        .repartition(1)  # one file, sorted by its one task: a global sort would sample the rows in a job first
+        .sortWithinPartitions(
             worst_first,
             "topic",
             "partition",
@@ -41,14 +42,13 @@ def write_findings_jsonl(findings: DataFrame, warehouse: str, run_id: str) -> st
             "message",
             "cluster_id",
         )
-        .coalesce(1)
         .write.mode("overwrite")
         .option("ignoreNullFields", "false")
         .json(f"{warehouse.rstrip('/')}/{relative.rsplit('/', 1)[0]}/.{FILE_NAME}.parts")
     )
     parts = [path for path in children(files, work) if path.rsplit("/", 1)[-1].startswith("part-")]
     if parts:
-        files.move(parts[0], target)  # coalesce(1): the only part
+        files.move(parts[0], target)  # one partition: the only part
     else:  # no rows, and Spark wrote no part
         with files.open_output_stream(target):
             pass

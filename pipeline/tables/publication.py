@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -22,6 +23,7 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline.errors import InputError
 from pipeline.tables.files import children, filesystem, remove_tree
+from pipeline.tables.snapshot_files import plain_snapshot
 from pipeline.tables.store import TableStore
 
 log = logging.getLogger(__name__)
@@ -53,14 +55,47 @@ def last_published(store: TableStore, commands: Iterable[str] = WRITER_COMMANDS)
     """The latest successful run among `commands`, by the time it finished."""
     if not store.exists(RUNS_TABLE):
         return None
+    commands = tuple(commands)
+    runs = _runs_on_driver(store)
+    if runs is not None:
+        succeeded = [run for run in runs if run["command"] in commands and run["status"] == STATUS_SUCCEEDED]
+        return _published(SimpleNamespace(**max(succeeded, key=_newest_first))) if succeeded else None
     row = (
         store.read(RUNS_TABLE, schema=schemas.RUNS)
         .where(F.col("command").isin(*commands) & (F.col("status") == STATUS_SUCCEEDED))
         .orderBy(F.col("finished_at").desc(), F.col("run_id").desc())
-        .select("run_id", "command", "table_versions")
+        .select(*_PUBLISHED_COLUMNS)
         .first()
     )
     return None if row is None else _published(row)
+
+
+_PUBLISHED_COLUMNS = ("run_id", "command", "table_versions")
+
+
+def _runs_on_driver(store: TableStore) -> list[dict] | None:
+    """Every run's id, command, status, end and table versions, read from the `runs` table's files by delta-rs: a row
+    per run, and no Spark job for the handful of rows each command looks up. None when its log needs Spark (a reader
+    feature, a column an older release did not write)."""
+    columns = [*_PUBLISHED_COLUMNS, "status", "finished_at"]
+    try:
+        table = plain_snapshot(store.path(RUNS_TABLE), None)
+        if table is None or not set(columns) <= set(table.schema().to_arrow().names):
+            return None
+        rows = table.to_pyarrow_table(columns=columns).to_pylist()
+    except Exception:  # a log delta-rs cannot open: Spark reads it
+        return None
+    for row in rows:
+        versions = row["table_versions"]
+        row["table_versions"] = None if versions is None else dict(versions)
+    return rows
+
+
+def _newest_first(run: dict) -> tuple:
+    """Spark's order of `finished_at` descending, then `run_id` descending, as a key whose maximum comes first: a
+    null end sorts last."""
+    finished = run["finished_at"]
+    return (finished is not None, finished or 0, run["run_id"])
 
 
 def recent_published(store: TableStore, count: int) -> list[PublishedRun]:
