@@ -17,7 +17,8 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +28,25 @@ INTERPRETED = {
     "spark.sql.adaptive.enabled": "false",
     # Every broadcast is a Spark job of its own (collect the small side, build it, send it), and without adaptive
     # execution each runs before its plan: a sample run's 80 jobs were 48 with joins by shuffle instead, at the
-    # same wall time (BENCHMARKS.md). A join the code asks to broadcast (F.broadcast) still does: with the hints off
-    # too, the dump text's parity test found offsets missing (not yet traced to the join that needs its broadcast).
+    # same wall time (BENCHMARKS.md). A join the code asks to broadcast (F.broadcast) still does, but those that ask
+    # through `broadcast_unless_small`: with every hint off, the dump text's parity test found offsets missing (not
+    # yet traced to the join whose broadcast it needs).
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     # Interpreted, a scan can evaluate its dynamic pruning filter before the subquery that fills it has finished
     # ("IN dynamicpruning#... has not finished"); on a small input there is nothing to prune anyway.
     "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
 }
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+BROADCAST_THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"
+
+
+def broadcast_unless_small(side: DataFrame) -> DataFrame:
+    """`side` hinted for a broadcast join, unless the session runs a small input, whose joins go by shuffle: there
+    the broadcast would be a job of its own and spares no exchange of anything large. For the small sides Spark
+    cannot size when it plans, where the other side is large (a row per partition against the batches)."""
+    if side.sparkSession.conf.get(BROADCAST_THRESHOLD, None) == INTERPRETED[BROADCAST_THRESHOLD]:
+        return side
+    return F.broadcast(side)
 
 
 def small_input_conf(spark: SparkSession) -> dict[str, str]:

@@ -30,6 +30,7 @@ from pipeline.audit.coordinator_version import with_coordinator_version
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.audit.replay_task import replay_rows
 from pipeline.config import AuditSettings
+from pipeline.small_inputs import broadcast_unless_small
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
 from schemas.checkpoints import CLEANER_OFFSET, LOG_START_OFFSET
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
@@ -136,7 +137,7 @@ def replica_facts(df: DataFrame, settings: AuditSettings, checkpoints: DataFrame
     )
     cleaner = log_start = F.lit(None).cast("long")
     if checkpoints is not None:
-        chosen = chosen.join(F.broadcast(replica_checkpoints(checkpoints)), on=REPLICA, how="left")
+        chosen = chosen.join(broadcast_unless_small(replica_checkpoints(checkpoints)), on=REPLICA, how="left")
         cleaner, log_start = F.col("cleaner_offset"), F.col(LOG_START)
     return chosen.withColumns(
         {

@@ -28,6 +28,7 @@ from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import CONTROL_ABORT, CONTROL_COMMIT, TP
 from pipeline.audit.segments import NEVER, segment_ranges
+from pipeline.small_inputs import broadcast_unless_small
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_EMPTY
 
 ENTRY_OK = "ok"
@@ -232,7 +233,7 @@ def audited_replicas(segments: DataFrame, *side_files: DataFrame | None) -> Data
     if printed:
         dumped = reduce(DataFrame.union, printed).distinct()
         from_text = segments.where(F.col("source_format") == DUMPLOG_FORMAT)
-        replicas = replicas.unionByName(from_text.join(F.broadcast(dumped), on=TP, how="left_semi"))
+        replicas = replicas.unionByName(from_text.join(broadcast_unless_small(dumped), on=TP, how="left_semi"))
     return (
         replicas.groupBy(*TP, "broker_id")
         .agg(F.max("is_compacted").alias("is_compacted"))

@@ -18,6 +18,7 @@ from pipeline.audit.registry import Fires, check, rule
 from pipeline.audit.replay import COMPACTION, TP
 from pipeline.audit.segments import partition_facts
 from pipeline.config import AuditSettings
+from pipeline.small_inputs import broadcast_unless_small
 from schemas.batches import STATUS_LEGACY, STATUS_OK
 from schemas.checkpoints import LOG_START_OFFSET
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_OPEN
@@ -263,7 +264,7 @@ def partition_offsets(
     counts = ("open_transactions", "hanging_transactions", "committed_transactions", "aborted_transactions")
     # One row per partition, broadcast: Spark cannot size it when it plans, and would otherwise shuffle and sort
     # every data batch for the join.
-    stable = F.broadcast(
+    stable = broadcast_unless_small(
         logs.join(unstable, on=TP, how="left").select(
             *TP, F.coalesce(first_unstable, F.col("log_end_offset")).alias("lso")
         )
