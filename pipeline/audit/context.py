@@ -26,7 +26,9 @@ class AuditInputs:
     first batch of each leader epoch, when there are leader-epoch checkpoints to check; `snapshot_states`: the
     replay's state of each snapshot entry's producer at its offset, when there are snapshots; `markers`: every
     COMMIT/ABORT marker of the producer rows, a row each (pipeline.audit.transactions.markers_of); `all_batches`: every
-    entry of every replica as ingested, for the rules that compare replicas. Side tables are None when the input had
+    entry of every replica as ingested, for the rules that compare replicas; `copies`: each copy of a partition two or
+    more brokers hold against the others, as the replay's tasks compared them (pipeline.audit.replica_copies), None
+    when they did not hold the copies. Side tables are None when the input had
     none; `payloads` is None unless the run is in deep mode.
     """
 
@@ -45,6 +47,7 @@ class AuditInputs:
     epoch_starts: DataFrame | None = None
     snapshot_states: DataFrame | None = None
     markers: DataFrame | None = None
+    copies: DataFrame | None = None
     txn_index: DataFrame | None = None
     producer_snapshots: DataFrame | None = None
     file_problems: DataFrame | None = None

@@ -47,6 +47,7 @@ class PartitionFiles:
     goes_on: bool
     size_bytes: int
     replicas: list
+    copies: int = 1  # the most log dirs one cluster's files of it come from (FileGroup.copies)
 
 
 @dataclass

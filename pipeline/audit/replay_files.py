@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from pipeline.audit.coordinator_version import coordinator_versions
-from pipeline.audit.core.task_outputs import TaskOutputs
+from pipeline.audit.core.task_outputs import TableFiles, TaskOutputs
 from pipeline.audit.kept_replay import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
 from pipeline.audit.partition_replay import PartitionFiles, replay_partition, write_table
 from pipeline.audit.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
@@ -45,6 +45,7 @@ from pipeline.audit.replay import (
     replica_facts,
     topic_name_matches,
 )
+from pipeline.audit.replica_copies import COPIES_SCHEMA, COPIES_TABLE, file_copies
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.snapshot_states import ReplayUnit
 from pipeline.config import AuditSettings
@@ -151,7 +152,8 @@ def replay_kept(
     new_paths = [row.path for row in written if row.kind in ("body", "tails") and row.path]
     went_on = [(row.topic, row.partition) for row in written if row.kind == "body" and not row.whole]
     replayed = scratch.register("replayed", exchanged.schema, new_paths)
-    for table, table_schema in ({} if outputs is None else outputs.schemas()).items():
+    tables = {} if outputs is None else {**outputs.schemas(), COPIES_TABLE: COPIES_SCHEMA}
+    for table, table_schema in tables.items():
         found = [row.path for row in written if row.kind == "output" and row.table == table]
         scratch.register(table, from_arrow_schema(table_schema), found)
     keeping.outcome = ReplayOutcome(kept, replayed, went_on, earlier)
@@ -190,7 +192,9 @@ def _partition_files(group: FileGroup, earlier: KeptReplay | None, replicas: dic
     )
     paths = tuple(path for path in group.paths if path not in read) if goes_on else group.paths
     size = group.size_bytes * len(paths) // max(1, len(group.paths))  # the files of a partition are alike in size
-    return PartitionFiles(group.topic, group.partition, paths, group.paths, goes_on, size, replicas.get(key, []))
+    return PartitionFiles(
+        group.topic, group.partition, paths, group.paths, goes_on, size, replicas.get(key, []), group.copies
+    )
 
 
 def _changed_producers(spark, earlier: KeptReplay | None, versions_path: str | None) -> frozenset[tuple[str, int]]:
@@ -303,9 +307,15 @@ def replay_files(
 
         return read
 
-    found = None if outputs is None else outputs.files()
+    found = None if outputs is None else TableFiles(outputs.folder, {**outputs.schemas(), COPIES_TABLE: COPIES_SCHEMA})
+    compacted = {
+        (row["cluster_id"], row["topic"], row["partition"]): row["compacted_by"] is not None
+        for row in facts.select(["cluster_id", "topic", "partition", "compacted_by"]).to_pylist()
+    }
     written, all_tails, all_ends = [], [], []
     for plan in mine:
+        if found is not None and plan.copies > 1:  # every file of it, whichever it replays
+            found.add(COPIES_TABLE, _copies(plan, kinds[plan.topic][0], compacted))
         replayed = replay_partition(
             plan,
             rows_of(plan),
@@ -348,6 +358,20 @@ def replay_files(
             for kind, path, rows, plan, whole, table in written
         ],
         schema=WRITTEN,
+    )
+
+
+def _copies(plan: PartitionFiles, coordinator_topic: bool, compacted: dict[tuple, bool]) -> pa.Table:
+    """The `replica_divergence.copies` frame's rows of the partition, from every copy's files: compacted as its
+    audited replica is, or as a coordinator topic is (each broker's cleaner compacts its own copy)."""
+    by_cluster: dict[str, list[str]] = {}
+    for path in plan.every_path:
+        by_cluster.setdefault(cluster_of(path), []).append(path)
+    return file_copies(
+        by_cluster,
+        plan.topic,
+        plan.partition,
+        lambda cluster: coordinator_topic or compacted.get((cluster, plan.topic, plan.partition), False),
     )
 
 

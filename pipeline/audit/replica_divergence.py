@@ -13,12 +13,13 @@ The audited replica is chosen as before (`audit.replica_choice`); these rules re
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.context import AuditContext, AuditInputs
 from pipeline.audit.registry import Fires, check, frame, rule
 from pipeline.audit.replay import TP, topic_matches
+from pipeline.audit.replica_copies import copies_by_exchange
 from schemas.batches import STATUS_OK
 
 SECTION = "6.10"
@@ -80,9 +81,6 @@ REPLICA_AHEAD = rule(
     ),
 )
 
-COPY = ("broker_id", "partition_leader_epoch", "signature", "last_offset", "producer_id", "producer_epoch")
-LOCATION = ("source_file", "position")
-
 
 def _readable(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:
     """Every readable copy's entries; compacted as the audited replica's partition is (its cleaner checkpoint or
@@ -101,88 +99,6 @@ def _readable(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:
     )
 
 
-def _extents(readable: DataFrame) -> DataFrame:
-    """Each copy of a partition held by two or more brokers, with its offsets and those of the other copies:
-    `others_last` (the last offset any other copy holds) and the range every copy holds."""
-    per_copy = readable.groupBy(*TP, "broker_id").agg(
-        F.min("base_offset").alias("copy_first"), F.max("last_offset").alias("copy_last")
-    )
-    whole = Window.partitionBy(*TP)
-    top = F.max("copy_last").over(whole)
-    longest = F.sum((F.col("copy_last") == F.col("top")).cast("int")).over(whole)
-    runner_up = F.max(F.when(F.col("copy_last") < F.col("top"), F.col("copy_last"))).over(whole)
-    return (
-        per_copy.withColumn("copies", F.count("*").over(whole))
-        .where(F.col("copies") >= 2)
-        .withColumn("common_first", F.max("copy_first").over(whole))
-        .withColumn("common_last", F.min("copy_last").over(whole))
-        .withColumn("top", top)
-        .withColumn(
-            "others_last",
-            F.when((F.col("copy_last") == F.col("top")) & (longest == 1), runner_up).otherwise(F.col("top")),
-        )
-        .drop("top")
-    )
-
-
-def _by_reference_first(left: Column, right: Column) -> Column:
-    """Highest leader epoch first, then the lowest broker id."""
-    return (
-        F.when(left.partition_leader_epoch > right.partition_leader_epoch, F.lit(-1))
-        .when(left.partition_leader_epoch < right.partition_leader_epoch, F.lit(1))
-        .when(left.broker_id < right.broker_id, F.lit(-1))
-        .when(left.broker_id > right.broker_id, F.lit(1))
-        .otherwise(F.lit(0))
-    )
-
-
-def _departures(readable: DataFrame, extents: DataFrame) -> DataFrame:
-    """Per copy, the first base offset in the common range where it departs from the reference copy there: its
-    batch differs from the reference's, or (not on compacted topics) it has none at that base offset."""
-    partitions = extents.groupBy(*TP).agg(
-        F.first("common_first").alias("common_first"),
-        F.first("common_last").alias("common_last"),
-        F.collect_list("broker_id").alias("brokers"),
-    )
-    signature = F.struct(
-        "last_offset",
-        "producer_id",
-        "producer_epoch",
-        "base_sequence",
-        "is_control",
-        F.when(~F.col("is_compacted"), F.col("crc")).alias("crc"),
-    )
-    held = (
-        readable.join(F.broadcast(partitions), on=TP, how="inner")
-        .where(F.col("base_offset").between(F.col("common_first"), F.col("common_last")))
-        .withColumn("signature", signature)
-        .groupBy(*TP, "base_offset")
-        .agg(
-            F.first("brokers").alias("brokers"),
-            F.first("is_compacted").alias("is_compacted"),
-            F.collect_list(F.struct(*COPY, *LOCATION)).alias("held"),
-        )
-        .withColumn("reference", F.element_at(F.array_sort("held", _by_reference_first), 1))
-    )
-    differing = (
-        held.select(*TP, "base_offset", "reference", F.explode("held").alias("copy"))
-        .where(F.col("copy.signature") != F.col("reference.signature"))
-        .withColumn("broker_id", F.col("copy.broker_id"))
-    )
-    missing = held.where(~F.col("is_compacted")).select(
-        *TP,
-        "base_offset",
-        "reference",
-        F.lit(None).cast(differing.schema["copy"].dataType).alias("copy"),
-        F.explode(F.array_except("brokers", F.col("held.broker_id"))).alias("broker_id"),
-    )
-    return (
-        differing.unionByName(missing)
-        .groupBy(*TP, "broker_id")
-        .agg(F.min(F.struct("base_offset", "copy", "reference")).alias("departure"))
-    )
-
-
 @frame("replica_divergence.copies", of_copies=True)
 def COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Each copy of a partition that two or more brokers hold, with where it first departs from the reference copy.
@@ -190,13 +106,12 @@ def COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa:
     `departure`: the first base offset in the range every copy holds where this copy's batch differs from the
     reference copy's or is missing, with both batches (`copy` null when missing); null when the copy agrees
     throughout. `copy_last`, `others_last`: the last offsets this copy and the other copies hold. Located at the
-    departure, else at the offsets past the other copies' end.
+    departure, else at the offsets past the other copies' end. Compared where the copies' rows are, by the replay's
+    tasks or by a task per partition (pipeline.audit.replica_copies): no batch is exchanged by offset.
     """
-    readable = _readable(inputs, ctx)
-    extents = _extents(readable)
-    departures = _departures(readable, extents)
+    copies = inputs.copies if inputs.copies is not None else copies_by_exchange(_readable(inputs, ctx))
     departing = F.col("departure").isNotNull()
-    return extents.join(departures, on=[*TP, "broker_id"], how="left").select(
+    return copies.select(
         "*",
         F.when(departing, F.col("departure.base_offset")).otherwise(F.col("others_last") + 1).alias("base_offset"),
         F.when(departing, F.coalesce("departure.copy.last_offset", "departure.reference.last_offset"))

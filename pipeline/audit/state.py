@@ -26,6 +26,7 @@ from pipeline.audit.kept_tables import kept_parts
 from pipeline.audit.leader_epochs import epoch_start_parts, epoch_starts
 from pipeline.audit.replay import replay_pass
 from pipeline.audit.replay_files import Keeping, replay_kept
+from pipeline.audit.replica_copies import COPIES_TABLE
 from pipeline.audit.scratch import Scratch
 from pipeline.audit.segments import segment_parts
 from pipeline.audit.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
@@ -85,12 +86,14 @@ def build_state(
             batches, batch_files, settings, transaction_log, checkpoints, scratch, keeping, outputs
         )
         audited = scratch.read("replica_facts")  # a row per audited replica, which the replay's tasks read
+        copies = scratch.read(COPIES_TABLE)  # the tasks held every copy of their partitions
     else:
         schemas = {"replay": exchanged.schema, **{t: from_arrow_schema(s) for t, s in outputs.schemas().items()}}
         scratch.materialise_tables(checked_pass(exchanged, outputs), schemas)
         replayed = scratch.read("replay")
         units = [ReplayUnit((path,)) for path in scratch.files("replay")]
         audited = replayed
+        copies = None
     producer_batches = replayed.where(F.col("is_producer_row"))
     first = scratch.materialise_all(
         {
@@ -153,6 +156,7 @@ def build_state(
         epoch_starts=starts,
         snapshot_states=states,
         markers=markers_of(first["parts/transactions"]),
+        copies=copies,
         txn_index=side.get("txn_index"),
         producer_snapshots=side.get("producer_snapshots"),
         file_problems=side.get("file_problems"),
