@@ -28,7 +28,7 @@ import numpy as np
 from crc32c import crc32c
 
 from pipeline.generate import layout
-from pipeline.generate.encode import Encoded
+from pipeline.generate.encode import HEADER, Encoded
 from pipeline.generate.segment_writer import SegmentWriter
 from pipeline.sources.kafka_format.encoding import segment_file_name
 from pipeline.sources.kafka_format.layout import CRC_START, RECORD_BATCH_OVERHEAD
@@ -91,6 +91,26 @@ def read_entries(data: bytes, segment: int) -> list[Entry]:
         entries.append(Entry(segment, position, size, *fields))
         position += size
     return entries
+
+
+_LENGTH_EPOCH_MAGIC = struct.Struct(">iib")
+
+
+def segment_headers(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and headers (`encode.HEADER` records) of a segment's whole v2 batches, as `read_entries` reads
+    them: one small unpack per batch to find the next, the fields in one numpy gather."""
+    positions, position, end = [], 0, len(data)
+    unpack = _LENGTH_EPOCH_MAGIC.unpack_from
+    while position + RECORD_BATCH_OVERHEAD <= end:
+        length, _, magic = unpack(data, position + 8)
+        size = length + 12
+        if magic != 2 or size < RECORD_BATCH_OVERHEAD or position + size > end:
+            break
+        positions.append(position)
+        position += size
+    at = np.array(positions, dtype=np.int64)
+    raw = np.frombuffer(data, dtype=np.uint8)[at[:, None] + np.arange(RECORD_BATCH_OVERHEAD)]
+    return at, np.ascontiguousarray(raw).view(HEADER).reshape(len(at))
 
 
 def log_entries(directory: Path) -> list[Entry]:

@@ -5,7 +5,9 @@ replication factor. Once every leader is written, replica faults take the share 
 family gets (the anomalies over the catalog's families), the three kinds in turn, at most one per partition,
 on data partitions of topics not compacted (the audit compares their copies without CRC) whose segments were
 rolled at their log end (no segment-base anomaly). The faulted offsets are batch boundaries the whole log agrees
-on: every batch before them in file order ends below, every batch after starts at or above.
+on: every batch before them in file order ends below, every batch after starts at or above. The leader's batches
+are read back from its finished segments, only the segment a truncation point starts in and the last
+`TAIL_SEGMENTS` segments for the other kinds, so the work per partition stays bounded at any size.
 
 - `follower-truncation-point` (REP-002 WARN): a follower that led under the previous epoch kept batches the next
   leader never got: from the start offset of a later leader epoch its copy holds 1-4 batches of the leader's
@@ -24,10 +26,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from pipeline.generate.anomalies.registry import Kind, catalog
+from pipeline.generate.encode import HEADER
 from pipeline.generate.partition_log import MAX_SEQUENCE, DataPartition
 from pipeline.generate.rand import STREAM_REPLICAS, Rng
-from pipeline.generate.replicas import Departure, Entry, log_entries, with_crc
+from pipeline.generate.replicas import ATTR_CONTROL, Departure, Entry, segment_headers, with_crc
+from pipeline.sources.kafka_format.encoding import segment_file_name
 from pipeline.sources.kafka_format.layout import RECORD_BATCH_OVERHEAD
 
 if TYPE_CHECKING:
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 SLOT = "replica"
 MAX_TAIL_BATCHES = 4
 LAG_CANDIDATES = 32  # a lagging follower ends within the last this many boundaries of the leader's log
+TAIL_SEGMENTS = 4  # divergence and lag are looked for in the leader's last segments: bounded work per partition
 _VALUE_AT = RECORD_BATCH_OVERHEAD + 14  # the first record's value: length, attributes, 2 deltas, key length, key
 _HEX = b"0123456789abcdef"
 
@@ -48,7 +55,7 @@ class ReplicaFaults:
         sim = inj.sim
         self.rng = Rng(sim.options.seed, STREAM_REPLICAS)
         self.departures: dict[tuple[str, int, int], Departure] = {}
-        self._logs: dict[int, _Log] = {}
+        self._regions: dict[tuple[int, int], _Region] = {}
         families = len({kind.family for kind in catalog()})
         self.count = round(sim.options.anomaly_rate * sim.options.batches / families)
 
@@ -57,6 +64,7 @@ class ReplicaFaults:
             kind = KINDS[number % len(KINDS)]
             if not kind.function(self, kind):
                 self.inj.skipped[kind.name] += 1
+        self._regions.clear()
         return self.departures
 
     def targets(self) -> list[DataPartition]:
@@ -71,49 +79,79 @@ class ReplicaFaults:
             and inj.slot_free(partition, "roll")
         ]
 
-    def log(self, partition: DataPartition) -> _Log:
-        if partition.index not in self._logs:
-            self._logs[partition.index] = _Log(partition)
-        return self._logs[partition.index]
+    def region(self, partition: DataPartition, first: int, last: int | None = None) -> _Region:
+        """The leader's batches of its segments from base `first` (to base `last`, else to the log end)."""
+        key = (partition.index, first, last)
+        if key not in self._regions:
+            bases = [base for base in partition.segment_bases if base >= first and (last is None or base <= last)]
+            self._regions[key] = _Region(partition, bases)
+        return self._regions[key]
 
-    def depart(self, kind: Kind, partition: DataPartition, broker_id: int, departure: Departure) -> None:
+    def tail_region(self, partition: DataPartition) -> _Region:
+        """The leader's last segments, at least TAIL_SEGMENTS of them (the whole log when it has fewer)."""
+        return self.region(partition, partition.segment_bases[-TAIL_SEGMENTS:][0])
+
+    def pick(self, found: list[tuple[DataPartition, np.ndarray]]) -> tuple[DataPartition, int] | None:
+        """One (partition, index) uniformly among every partition's candidate indexes."""
+        total = sum(len(indexes) for _, indexes in found)
+        if not total:
+            return None
+        draw = self.rng.below(total)
+        for partition, indexes in found:
+            if draw < len(indexes):
+                return partition, int(indexes[draw])
+            draw -= len(indexes)
+        raise AssertionError("unreachable")
+
+    def depart(self, partition: DataPartition, broker_id: int, departure: Departure) -> None:
         self.inj.claim_slot(partition, SLOT)
         self.departures[(partition.topic, partition.partition, broker_id)] = departure
 
 
-class _Log:
-    """The leader's batches in file order, and the boundaries the whole log agrees on."""
+class _Region:
+    """The leader's batches of consecutive segments in file order, as columns, and the boundaries the whole log
+    agrees on there. The segments before the region end below its first base (segments roll at the log end)."""
 
-    def __init__(self, partition: DataPartition) -> None:
-        self.entries: list[Entry] = log_entries(partition.directory)
-        count = len(self.entries)
-        self.prefix_last = [-1] * (count + 1)  # largest last offset of entries[:i]
-        for i, entry in enumerate(self.entries):
-            self.prefix_last[i + 1] = max(self.prefix_last[i], entry.last_offset)
-        self.suffix_base = [1 << 62] * (count + 1)  # smallest base offset of entries[i:]
-        for i in range(count - 1, -1, -1):
-            self.suffix_base[i] = min(self.suffix_base[i + 1], self.entries[i].base_offset)
-        self.log_start = partition.log_start_offset
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def boundary(self, i: int) -> bool:
-        """Every batch before entries[i] ends below its base offset, every one from it on starts at or above, and
-        only it starts there; past the log start."""
-        if not 1 <= i < len(self.entries):
-            return False
-        base = self.entries[i].base_offset
-        return (
-            self.prefix_last[i] < base
-            and self.suffix_base[i] == base
-            and self.suffix_base[i + 1] > self.entries[i].last_offset
-            and base > self.log_start
+    def __init__(self, partition: DataPartition, bases: list[int]) -> None:
+        directory = partition.directory
+        parts, segments = [], []
+        for base in bases:
+            _, headers = segment_headers((directory / segment_file_name(base)).read_bytes())
+            parts.append(headers)
+            segments.append(np.full(len(headers), base, dtype=np.int64))
+        headers = np.concatenate(parts) if parts else np.zeros(0, dtype=HEADER)
+        self.segment = np.concatenate(segments) if segments else np.zeros(0, np.int64)
+        self.base = headers["base_offset"].astype(np.int64)
+        self.last = self.base + headers["last_offset_delta"].astype(np.int64)
+        self.epoch = headers["leader_epoch"].astype(np.int64)
+        self.data = (headers["attributes"].astype(np.int64) & ATTR_CONTROL) == 0
+        self.records = headers["records_count"].astype(np.int64)
+        self.producer_id = headers["producer_id"].astype(np.int64)
+        self.base_sequence = headers["base_sequence"].astype(np.int64)
+        count = len(self.base)
+        first = bases[0] if bases else 0
+        # prefix[i]: the largest last offset of the batches before entry i; suffix[i]: the smallest base from i on
+        self.prefix = np.maximum.accumulate(np.concatenate([[first - 1], self.last]))
+        self.suffix = np.concatenate([np.minimum.accumulate(self.base[::-1])[::-1], [np.iinfo(np.int64).max]])
+        inside = np.arange(count) >= 1
+        self.boundary = (
+            inside
+            & (self.prefix[:count] < self.base)
+            & (self.suffix[:count] == self.base)
+            & (self.suffix[1:] > self.last)
+            & (self.base > partition.log_start_offset)
         )
 
-    def end_before(self, i: int) -> int:
-        """The offset after the last batch of entries[:i]."""
-        return self.prefix_last[i] + 1
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def ends_at(self, j: int) -> bool:
+        """The region's batches before index j hold a prefix of the log: j is a boundary or the region's end."""
+        return j == len(self) or bool(self.boundary[j])
+
+    def end_before(self, j: int) -> int:
+        """The offset after the last batch before index j."""
+        return int(self.prefix[j]) + 1
 
 
 def _restamp(epoch: int):
@@ -131,42 +169,30 @@ def _restamp(epoch: int):
 def follower_truncation_point(faults: ReplicaFaults, kind: Kind) -> bool:
     found = []
     for partition in faults.targets():
-        starts = {
-            start: (epoch, previous[0])
-            for previous, (epoch, start) in zip(partition.leader_epochs, partition.leader_epochs[1:], strict=False)
-            if epoch > previous[0]
-        }
-        if not starts:
-            continue
-        log = faults.log(partition)
-        for i, entry in enumerate(log.entries):
-            epochs = starts.get(entry.base_offset)
-            if (
-                epochs is None
-                or entry.leader_epoch != epochs[0]
-                or entry.is_control
-                or entry.records < 1
-                or not log.boundary(i)
-            ):
+        epochs = partition.leader_epochs
+        for (previous, _), (epoch, start) in zip(epochs, epochs[1:], strict=False):
+            if not 0 < start < partition.next_offset:
                 continue
-            ends = [
-                j
-                for j in range(i + 1, min(i + MAX_TAIL_BATCHES, len(log)) + 1)
-                if log.entries[j - 1].segment == entry.segment and (j == len(log) or log.boundary(j))
-            ]
+            segment = max(base for base in partition.segment_bases if base <= start)
+            region = faults.region(partition, segment, segment)  # the tail stays in the segment it starts in
+            at = np.flatnonzero(region.base == start)
+            if len(at) != 1:
+                continue
+            i = int(at[0])
+            if not (region.boundary[i] and region.data[i] and region.records[i] > 0 and region.epoch[i] == epoch):
+                continue
+            ends = [j for j in range(i + 1, min(i + MAX_TAIL_BATCHES, len(region)) + 1) if region.ends_at(j)]
             if ends:
-                found.append((partition, i, ends, epochs))
+                found.append((partition, region, i, ends, epoch, previous))
     if not found:
         return False
     rng = faults.rng
-    partition, i, ends, (epoch, previous) = rng.choice(found)
-    log = faults.log(partition)
+    partition, region, i, ends, epoch, previous = rng.choice(found)
     j = rng.choice(ends)
-    start = log.entries[i].base_offset
-    end = log.entries[j].base_offset if j < len(log) else log.end_before(j)
+    start = int(region.base[i])
+    end = int(region.base[j]) if j < len(region) else region.end_before(j)
     broker_id = rng.choice(partition.followers)
     faults.depart(
-        kind,
         partition,
         broker_id,
         Departure(
@@ -177,7 +203,7 @@ def follower_truncation_point(faults: ReplicaFaults, kind: Kind) -> bool:
             rewrite=_restamp(previous),
         ),
     )
-    pid = log.entries[i].producer_id
+    pid = int(region.producer_id[i])
     faults.inj.truth(
         kind,
         partition,
@@ -194,39 +220,41 @@ def follower_divergence(faults: ReplicaFaults, kind: Kind) -> bool:
     found = []
     for partition in faults.targets():
         lowest = min(partition.broker_id, *partition.followers)
-        followers = [broker for broker in partition.followers if broker != lowest]
-        if not followers:
+        if not any(broker != lowest for broker in partition.followers):
             continue
-        log = faults.log(partition)
-        seen_again: set[tuple[int, int]] = set()  # (segment, producer id) with a data batch later in the segment
-        for i in range(len(log) - 1, -1, -1):
-            entry = log.entries[i]
-            if entry.is_control or entry.producer_id < 0:
-                continue
-            key = (entry.segment, entry.producer_id)
-            if key in seen_again and entry.base_sequence >= 0 and entry.records > 0 and log.boundary(i):
-                found.append((partition, followers, i))
-            seen_again.add(key)
-    if not found:
+        region = faults.tail_region(partition)
+        eligible = region.data & (region.producer_id >= 0) & (region.base_sequence >= 0) & (region.records > 0)
+        # the producer writes again in the same segment: the copy's snapshots (at segment ends) keep that batch
+        order = np.arange(len(region))
+        keys = np.stack([region.segment, region.producer_id], axis=1)[eligible]
+        _, group = np.unique(keys, axis=0, return_inverse=True)
+        group = group.reshape(-1)
+        latest = np.full(group.max() + 1 if len(group) else 0, -1, dtype=np.int64)
+        np.maximum.at(latest, group, order[eligible])
+        again = np.zeros(len(region), dtype=bool)
+        again[eligible] = order[eligible] < latest[group]
+        found.append((partition, np.flatnonzero(again & region.boundary)))
+    chosen = faults.pick(found)
+    if chosen is None:
         return False
-    rng = faults.rng
-    partition, followers, i = rng.choice(found)
-    entry = faults.log(partition).entries[i]
-    broker_id = rng.choice(followers)
-    changed = (entry.base_sequence + 1) & MAX_SEQUENCE
+    partition, i = chosen
+    region = faults.tail_region(partition)
+    offset, pid, sequence = int(region.base[i]), int(region.producer_id[i]), int(region.base_sequence[i])
+    lowest = min(partition.broker_id, *partition.followers)
+    broker_id = faults.rng.choice([broker for broker in partition.followers if broker != lowest])
+    changed = (sequence + 1) & MAX_SEQUENCE
 
-    def rewrite(batch_entry: Entry, batch: bytearray) -> bytearray:
-        if batch_entry.base_offset != entry.base_offset:
+    def rewrite(entry: Entry, batch: bytearray) -> bytearray:
+        if entry.base_offset != offset:
             return batch
         batch[53:57] = changed.to_bytes(4, "big", signed=True)
         return with_crc(batch)
 
     faults.depart(
-        kind,
         partition,
         broker_id,
         Departure(
-            start=entry.base_offset,
+            start=offset,
             end=partition.next_offset,
             leader_epochs=list(partition.leader_epochs),
             high_watermark=partition.next_offset,
@@ -236,10 +264,9 @@ def follower_divergence(faults: ReplicaFaults, kind: Kind) -> bool:
     faults.inj.truth(
         kind,
         partition,
-        entry.producer_id,
-        entry.base_offset,
-        f"broker {broker_id}'s batch at {entry.base_offset} has base sequence {changed}, the leader's "
-        f"{entry.base_sequence}",
+        pid,
+        offset,
+        f"broker {broker_id}'s batch at {offset} has base sequence {changed}, the leader's {sequence}",
         broker_id=broker_id,
     )
     return True
@@ -248,22 +275,20 @@ def follower_divergence(faults: ReplicaFaults, kind: Kind) -> bool:
 def followers_lagging(faults: ReplicaFaults, kind: Kind) -> bool:
     found = []
     for partition in faults.targets():
-        log = faults.log(partition)
-        cuts = [i for i in range(len(log) - 1, 0, -1) if log.boundary(i)][:LAG_CANDIDATES]
-        if cuts:
-            found.append((partition, cuts))
+        region = faults.tail_region(partition)
+        found.append((partition, np.flatnonzero(region.boundary)[-LAG_CANDIDATES:]))
+    found = [(partition, cuts) for partition, cuts in found if len(cuts)]
     if not found:
         return False
     rng = faults.rng
     partition, cuts = rng.choice(found)
-    log = faults.log(partition)
+    region = faults.tail_region(partition)
     ahead = 0
     for broker_id in partition.followers:
-        i = rng.choice(cuts)
-        end = log.entries[i].base_offset
-        ahead = max(ahead, log.end_before(i))
+        i = int(cuts[rng.below(len(cuts))])
+        end = int(region.base[i])
+        ahead = max(ahead, region.end_before(i))
         faults.depart(
-            kind,
             partition,
             broker_id,
             Departure(
