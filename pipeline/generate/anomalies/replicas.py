@@ -55,7 +55,7 @@ class ReplicaFaults:
         sim = inj.sim
         self.rng = Rng(sim.options.seed, STREAM_REPLICAS)
         self.departures: dict[tuple[str, int, int], Departure] = {}
-        self._regions: dict[tuple[int, int], _Region] = {}
+        self._regions: dict[tuple[int, int, int | None], _Region] = {}
         families = len({kind.family for kind in catalog()})
         self.count = round(sim.options.anomaly_rate * sim.options.batches / families)
 
@@ -133,7 +133,7 @@ class _Region:
         # prefix[i]: the largest last offset of the batches before entry i; suffix[i]: the smallest base from i on
         self.prefix = np.maximum.accumulate(np.concatenate([[first - 1], self.last]))
         self.suffix = np.concatenate([np.minimum.accumulate(self.base[::-1])[::-1], [np.iinfo(np.int64).max]])
-        inside = np.arange(count) >= 1
+        inside = (np.arange(count) >= 1) | (first > 0)  # a copy holds one batch at least
         self.boundary = (
             inside
             & (self.prefix[:count] < self.base)
