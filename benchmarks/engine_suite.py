@@ -2,7 +2,7 @@
 
     python benchmarks/engine_suite.py [--sections fixed,realdata,scale,baseline,recall]
                                       [--sizes 1000000,10000000,20000000] [--repeats 3]
-                                      [--baseline-sizes 1000000] [--work DIR]
+                                      [--baseline-sizes 1000000] [--replication-factors 1,3] [--work DIR]
 
 Every figure is a whole process started the way a user starts it: the installed `produce-audit` command with
 the shipped defaults (1 GiB driver, local[*]), timed from outside (wall seconds, and the peak resident memory
@@ -13,7 +13,9 @@ ratios of each pair, so a machine whose speed drifts still gives a fair ratio.
 Sections:
   fixed     `run` on the bundled sample: wall time, planning time, plan sizes, large-task-binary warnings
   realdata  `run` on each real broker log dir of ../shared/realdata/broker-segments, then on all at once
-  scale     `generate` then `run` at each --sizes, and the baseline once on the same files
+  scale     `generate` then `run` at each --sizes, and the baseline once on the same files; with
+            --replication-factors, each size at each factor (`generate --replication-factor`: the same batches,
+            each partition held by that many brokers), the baseline on factor 1 only
   baseline  the product against benchmarks/baseline_replay.py on the same files, on local[1] and local[2],
             --repeats pairs at each --baseline-sizes
   recall    the findings of the second --sizes run (the scale section's, when it ran) against the ground truth
@@ -269,27 +271,35 @@ def scale_warehouse(work: Path, size: int) -> Path:
     return work / f"wh-scale-{size}"
 
 
-def section_scale(report: Report, work: Path, sizes: Sequence[int]) -> None:
+def scale_root(work: Path, size: int, replication_factor: int = 1) -> Path:
+    return work / (f"gen-{size}" if replication_factor == 1 else f"gen-{size}-rf{replication_factor}")
+
+
+def section_scale(report: Report, work: Path, sizes: Sequence[int], replication_factors: Sequence[int] = (1,)) -> None:
     rows = []
+    replicated = list(replication_factors) != [1]
     for size in sizes:
-        root = work / f"gen-{size}"
-        seconds = generate(root, size)
-        sample = fresh_run(broker_dirs(root), scale_warehouse(work, size), generated_conf(work))
-        baseline = timed(baseline_command(root))
-        generated = f"{size / seconds * 60 / 1e6:.2f} M/min" if seconds else "(reused)"
-        rows.append(
-            [
-                f"{size:,}",
-                generated,
-                f"{sample.wall:.0f} s",
-                f"{sample.wall / size * 1e6:.1f} µs",
-                f"{sample.peak_rss_mib:.0f} MiB",
-                f"{sample.peak_tree_mib:.0f} MiB",
-                f"{baseline.wall:.0f} s",
-                f"{baseline.wall / sample.wall:.2f}x",
-                load(),
-            ]
-        )
+        for factor in replication_factors:
+            root = scale_root(work, size, factor)
+            seconds = generate(root, size, *(["--replication-factor", str(factor)] if factor != 1 else []))
+            warehouse = scale_warehouse(work, size) if factor == 1 else work / f"wh-scale-{size}-rf{factor}"
+            sample = fresh_run(broker_dirs(root), warehouse, generated_conf(work))
+            baseline = timed(baseline_command(root)) if factor == 1 else None
+            generated = f"{size / seconds * 60 / 1e6:.2f} M/min" if seconds else "(reused)"
+            rows.append(
+                [
+                    f"{size:,}",
+                    *([str(factor)] if replicated else []),
+                    generated,
+                    f"{sample.wall:.0f} s",
+                    f"{sample.wall / size * 1e6:.1f} µs",
+                    f"{sample.peak_rss_mib:.0f} MiB",
+                    f"{sample.peak_tree_mib:.0f} MiB",
+                    "-" if baseline is None else f"{baseline.wall:.0f} s",
+                    "-" if baseline is None else f"{baseline.wall / sample.wall:.2f}x",
+                    load(),
+                ]
+            )
     report.section(
         "Scale: `generate`, then `run` end to end (one run each, 1 GiB driver, local[*])",
         "Peak RSS: the driver JVM; all processes: the JVM and its Python workers together. The baseline "
@@ -299,6 +309,7 @@ def section_scale(report: Report, work: Path, sizes: Sequence[int]) -> None:
     report.table(
         [
             "batches",
+            *(["replication factor"] if replicated else []),
             "generate",
             "run wall",
             "per batch",
@@ -481,6 +492,11 @@ def main() -> None:
     parser.add_argument(
         "--baseline-sizes", default=None, help="sizes of the baseline section (default: --sizes' first two)"
     )
+    parser.add_argument(
+        "--replication-factors",
+        default="1",
+        help="replication factors the scale section generates each size at (`generate --replication-factor`)",
+    )
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "produce-audit-bench")
     args = parser.parse_args()
     sections = args.sections.split(",")
@@ -498,7 +514,7 @@ def main() -> None:
     if "realdata" in sections:
         section_realdata(report, args.work)
     if "scale" in sections:
-        section_scale(report, args.work, sizes)
+        section_scale(report, args.work, sizes, [int(n) for n in args.replication_factors.split(",")])
     if "baseline" in sections:
         baseline_sizes = sizes[:2] if args.baseline_sizes is None else [int(n) for n in args.baseline_sizes.split(",")]
         section_baseline(report, args.work, baseline_sizes, args.repeats)

@@ -1,9 +1,13 @@
 """The cluster a run writes: topics, where each partition lives, leader epochs and identifiers.
 
-Data partitions are spread round robin over three topics and over the brokers, one replica each (a
-replication factor of 1 keeps output size equal to what was produced; the audit reads one replica per
-partition anyway). `__transaction_state` has Kafka's default 50 partitions, placed the same way. Topic,
-cluster and directory ids are drawn from the cluster stream, so they are stable for a seed.
+Data partitions are spread round robin over three topics and over the brokers. Each has its leader there and,
+at a replication factor N above 1, N-1 followers on the next brokers in turn (Kafka's default assignment
+without racks: the replicas of a partition on consecutive brokers, the leader first). The default factor of 1
+keeps output size equal to what was produced. `__transaction_state` has Kafka's default 50 partitions,
+placed and replicated the same way: real clusters replicate it (`transaction.state.log.replication.factor`,
+3 by default), and the audit compares its copies as it does a compacted topic's. Topic, cluster and directory
+ids are drawn from the cluster stream, so they are stable for a seed; replica placement draws nothing, so a
+seed gives the same leaders, epochs and ids at every replication factor.
 """
 
 from __future__ import annotations
@@ -27,10 +31,16 @@ class PartitionPlacement:
     partition: int
     broker_id: int
     leader_epoch: int
+    followers: tuple[int, ...] = ()  # broker ids of the follower copies, in assignment order
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        """Every broker holding a copy, the leader first (the partition's replica list)."""
+        return (self.broker_id, *self.followers)
 
 
 @dataclass(frozen=True)
@@ -52,15 +62,32 @@ def _uuid(rng: Rng) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def build_cluster(seed: int, partitions: int, brokers: int) -> Cluster:
+def followers_of(leader: int, brokers: int, replication_factor: int) -> tuple[int, ...]:
+    """The follower brokers of a partition led by `leader`: the next brokers round robin."""
+    return tuple((leader + shift) % brokers for shift in range(1, replication_factor))
+
+
+def build_cluster(seed: int, partitions: int, brokers: int, replication_factor: int = 1) -> Cluster:
     rng = Rng(seed, STREAM_CLUSTER)
     data = tuple(
-        PartitionPlacement(TOPICS[index % len(TOPICS)], index // len(TOPICS), index % brokers, rng.between(0, 4))
+        PartitionPlacement(
+            TOPICS[index % len(TOPICS)],
+            index // len(TOPICS),
+            index % brokers,
+            rng.between(0, 4),
+            followers_of(index % brokers, brokers, replication_factor),
+        )
         for index in range(partitions)
     )
     # Coordinator epochs are the leader epochs of these partitions; from 1 up, so a zombie marker can go below.
     state = tuple(
-        PartitionPlacement(TRANSACTION_STATE_TOPIC, index, index % brokers, rng.between(1, 6))
+        PartitionPlacement(
+            TRANSACTION_STATE_TOPIC,
+            index,
+            index % brokers,
+            rng.between(1, 6),
+            followers_of(index % brokers, brokers, replication_factor),
+        )
         for index in range(TRANSACTION_STATE_PARTITIONS)
     )
     topics = sorted({placement.topic for placement in data}) + [TRANSACTION_STATE_TOPIC]

@@ -17,7 +17,12 @@ their indexes, aborted-transaction indexes and producer snapshots, leader-epoch 
 checkpoints, and __transaction_state partitions with the coordinator's records, from a simulation of
 idempotent and transactional producers. The same arguments give the same bytes. With --anomaly-rate, that
 fraction of the batches gets an injected anomaly, listed in DIR/_ground_truth.parquet with the finding the
-audit must raise. Its compacted topics are known from their log dirs' cleaner-offset-checkpoint, as a broker's are."""
+audit must raise. Its compacted topics are known from their log dirs' cleaner-offset-checkpoint, as a broker's are.
+
+With --replication-factor N, each partition (data and __transaction_state) also has N-1 follower copies on the
+next brokers, hard links to the leader's finished files, listed in their log dirs' checkpoints; at the anomaly
+rate, some follower copies depart from the leader's (a truncation point, a diverging batch, lagging followers:
+rules REP-002, REP-001, REP-003)."""
 
 
 def add_generate_command(commands) -> argparse.ArgumentParser:
@@ -50,6 +55,16 @@ def add_generate_command(commands) -> argparse.ArgumentParser:
         default=defaults.DEFAULT_BROKERS,
         metavar="B",
         help=f"broker log dirs the partitions are spread over (default {defaults.DEFAULT_BROKERS})",
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=defaults.DEFAULT_REPLICATION_FACTOR,
+        metavar="N",
+        help=(
+            "copies of each partition: the leader's and N-1 followers' on the next brokers, at most --brokers "
+            f"(default {defaults.DEFAULT_REPLICATION_FACTOR})"
+        ),
     )
     parser.add_argument(
         "--seed",
@@ -91,6 +106,7 @@ def run_command(args: argparse.Namespace) -> int:
         anomaly_rate=args.anomaly_rate,
         segment_bytes=args.segment_bytes,
         hot_producer=args.hot_producer,
+        replication_factor=args.replication_factor,
     )
     problems = options.problems()
     if problems:
@@ -109,6 +125,7 @@ def run_command(args: argparse.Namespace) -> int:
     report = {
         "out": str(options.out),
         "data_batches": options.batches,
+        "replication_factor": options.replication_factor,
         "markers": stats["markers"],
         "coordinator_records": stats["coordinator_records"],
         "bytes": stats["bytes"],

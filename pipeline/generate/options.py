@@ -8,6 +8,7 @@ from pathlib import Path
 DEFAULT_PARTITIONS = 12
 DEFAULT_PRODUCERS = 200
 DEFAULT_BROKERS = 3
+DEFAULT_REPLICATION_FACTOR = 1
 DEFAULT_SEED = 1
 DEFAULT_ANOMALY_RATE = 0.0001
 DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
@@ -26,6 +27,8 @@ class GenerateOptions:
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     # skew: one more idempotent producer writes half of the batches of one (not compacted) partition
     hot_producer: bool = False
+    # copies of each partition's log: the leader's and N-1 followers' on the next brokers
+    replication_factor: int = DEFAULT_REPLICATION_FACTOR
 
     def problems(self) -> list[str]:
         """What makes these options unusable, in words for the command line."""
@@ -34,6 +37,10 @@ class GenerateOptions:
             (self.partitions >= 1, "--partitions must be at least 1"),
             (self.producers >= 1, "--producers must be at least 1"),
             (self.brokers >= 1, "--brokers must be at least 1"),
+            (
+                1 <= self.replication_factor <= max(self.brokers, 1),
+                "--replication-factor must be between 1 and --brokers",
+            ),
             (self.seed >= 0, "--seed must not be negative"),
             (0 <= self.anomaly_rate <= 0.1, "--anomaly-rate must be between 0 and 0.1"),
             (

@@ -113,6 +113,7 @@ class _Partition:
         self.topic = placement.topic
         self.partition = placement.partition
         self.broker_id = placement.broker_id
+        self.followers = placement.followers
         self.leader_epoch = placement.leader_epoch
         self.leader_epochs = [(placement.leader_epoch, 0)]
         self.topic_id = topic_id

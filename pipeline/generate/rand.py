@@ -19,7 +19,8 @@ STREAM_SIMULATION = 0
 STREAM_COMPACTION = 1
 STREAM_ANOMALIES = 2
 STREAM_CLUSTER = 3
-_STREAMS = 4
+STREAM_REPLICAS = 4
+_STREAMS = 5  # a child seed depends on its index only: adding a stream leaves the others' draws alone
 _BLOCK = 1 << 16
 
 

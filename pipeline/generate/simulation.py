@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipeline.generate import layout
 from pipeline.generate.anomalies.injector import AnomalyInjector
+from pipeline.generate.anomalies.replicas import ReplicaFaults
 from pipeline.generate.cluster import TOPICS, TRANSACTIONAL_TOPICS, build_cluster
 from pipeline.generate.coordinator import Coordinator
 from pipeline.generate.options import GenerateOptions
@@ -28,6 +29,7 @@ from pipeline.generate.producers import (
     TransactionalProducer,
 )
 from pipeline.generate.rand import STREAM_COMPACTION, STREAM_SIMULATION, Rng
+from pipeline.generate.replicas import Copy, replicate
 from schemas.checkpoints import CLEANER_OFFSET, LOG_START_OFFSET, RECOVERY_POINT, REPLICATION_OFFSET
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: a fixed clock, so runs are identical
@@ -43,7 +45,7 @@ class Simulation:
         self.options = options
         root = options.out
         self.rng = Rng(options.seed, STREAM_SIMULATION)
-        self.cluster = build_cluster(options.seed, options.partitions, options.brokers)
+        self.cluster = build_cluster(options.seed, options.partitions, options.brokers, options.replication_factor)
         compaction_rng = Rng(options.seed, STREAM_COMPACTION)
         topic_ids = self.cluster.topic_ids
         self.partitions = [
@@ -175,13 +177,21 @@ class Simulation:
         self.anomalies.at_finish()
         for partition in [*self.partitions, *self.state_partitions]:
             partition.finish()
+        self.copies = self._replicate() if self.options.replication_factor > 1 else []
         self._write_log_dirs()
         self.anomalies.write_ground_truth(self.options.out)
         self.stats["markers"] = sum(partition.markers for partition in self.partitions)
         self.stats["coordinator_records"] = sum(partition.next_offset for partition in self.state_partitions)
         self.stats["bytes"] = sum(path.stat().st_size for path in self.options.out.rglob("*") if path.is_file())
 
+    def _replicate(self) -> list[Copy]:
+        """The follower copies of every partition, data and `__transaction_state`, some departing (replica faults)."""
+        departures = ReplicaFaults(self.anomalies).inject()
+        return replicate([*self.partitions, *self.state_partitions], self.options.out, departures)
+
     def _write_log_dirs(self) -> None:
+        """Each broker's log-dir files; a follower copy is listed as its log dir holds it (its end as recovery
+        point and log end, its high watermark as replication offset), beside the partitions it leads."""
         cluster = self.cluster
         for broker_id in range(cluster.brokers):
             log_dir = self.options.out / f"broker-{broker_id}"
@@ -191,11 +201,15 @@ class Simulation:
             )
             hosted = [p for p in [*self.partitions, *self.state_partitions] if p.broker_id == broker_id]
             ends = [(p.topic, p.partition, p.next_offset) for p in hosted]
+            copies = [copy for copy in self.copies if copy.broker_id == broker_id]
+            copied = [copy.partition for copy in copies]
             checkpoints = {
-                RECOVERY_POINT: ends,
-                REPLICATION_OFFSET: ends,
-                LOG_START_OFFSET: [(p.topic, p.partition, p.log_start_offset) for p in hosted],
-                CLEANER_OFFSET: [(p.topic, p.partition, p.cleaned_until) for p in hosted if p.cleaned_until > 0],
+                RECOVERY_POINT: ends + [(c.topic, c.number, c.end) for c in copies],
+                REPLICATION_OFFSET: ends + [(c.topic, c.number, c.high_watermark) for c in copies],
+                LOG_START_OFFSET: [(p.topic, p.partition, p.log_start_offset) for p in [*hosted, *copied]],
+                CLEANER_OFFSET: [
+                    (p.topic, p.partition, p.cleaned_until) for p in [*hosted, *copied] if p.cleaned_until > 0
+                ],
             }
             for name, entries in checkpoints.items():
                 (log_dir / name).write_text(layout.offset_checkpoint(entries))

@@ -169,7 +169,7 @@ class AnomalyInjector:
                 severity=overrides.get("severity", kind.severity),
                 topic=partition.topic,
                 partition=partition.partition,
-                broker_id=partition.broker_id,
+                broker_id=overrides.get("broker_id", partition.broker_id),
                 producer_id=producer_id,
                 base_offset=base_offset,
                 consequences=overrides.get("consequences", kind.consequences),
