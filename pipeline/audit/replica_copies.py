@@ -138,11 +138,8 @@ def _window_departures(window: pa.Table, brokers: list[int], compacted: bool) ->
     starts = np.r_[True, base[1:] != base[:-1]]
     group = np.cumsum(starts) - 1
     first_rows = np.flatnonzero(starts)
-    reference = rows.take(pa.array(first_rows[group]))
-    differs = np.zeros(rows.num_rows, dtype=bool)
-    for name in SIGNATURE.names:
-        differs |= ~_same(rows[name], reference[name])
     broker_ids = rows["broker_id"].to_numpy()
+    differs = ~_held_by_reference(rows, group, broker_ids[first_rows][group] == broker_ids)
     departures = {}
     for broker in brokers:
         mine = broker_ids == broker
@@ -169,11 +166,22 @@ def _window_departures(window: pa.Table, brokers: list[int], compacted: bool) ->
     return departures
 
 
-def _same(left: pa.ChunkedArray, right: pa.ChunkedArray) -> np.ndarray:
-    """Equal, a null equal to a null (as Spark compares the fields of two structs)."""
-    equal = pc.fill_null(pc.equal(left, right), False)
-    both_null = pc.and_(pc.is_null(left), pc.is_null(right))
-    return pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+def _held_by_reference(rows: pa.Table, group: np.ndarray, of_reference: np.ndarray) -> np.ndarray:
+    """Whether the reference copy holds a batch of the same signature (a null equal to a null, as Spark compares two
+    structs' fields) at each row's base offset. A log that holds two batches at one base offset (FMT-011) holds them in
+    every copy: each is compared with the reference copy's batches there, not the second with the first."""
+    keys = {"group": pa.array(group)}
+    for name in SIGNATURE.names:
+        column = rows[name]
+        keys[f"{name}_is_null"] = pc.cast(pc.is_null(column), pa.int8())
+        keys[name] = pc.fill_null(pc.cast(column, pa.int64()), 0)
+    table = pa.table(keys)
+    held = table.filter(pa.array(of_reference)).group_by(table.column_names, use_threads=False).aggregate([])
+    numbered = table.append_column("row", pa.array(np.arange(table.num_rows)))
+    found = numbered.join(held, keys=table.column_names, join_type="left semi", use_threads=False)
+    result = np.zeros(table.num_rows, dtype=bool)
+    result[found["row"].to_numpy()] = True
+    return result
 
 
 def _copy(rows: pa.Table, index: int) -> dict:

@@ -33,7 +33,9 @@ REPLICA_DIVERGENCE = rule(
     "(the copy with the highest leader epoch there, then the lowest broker id) in its last offset, producer id, "
     "epoch, base sequence, control flag or CRC (CRC not compared on compacted topics), or is missing there (not "
     "on compacted topics), while not written under a lower leader epoch than the reference (that is REP-002). "
-    "Reported once per replica, at the first such offset.",
+    "Where a log holds two batches at one base offset (FMT-011), each is compared with the reference copy's batches "
+    "there: a batch departs when the reference holds none like it. Reported once per replica, at the first such "
+    "offset.",
     impact=(
         "Copies of one partition hold different data at the same offsets: consumers read different records "
         "depending on which broker leads, and committed data may have been lost or altered by corruption or a "
