@@ -3,21 +3,23 @@ leader and a coordinator SIGKILLed while clients write, a compacted topic the cl
 
 Its three log dirs, as the clean stops left them, are audited by the installed `produce-audit run` with the shipped
 defaults and `audit.compacted_topics` naming the compacted topic, as an operator would: once all together, and
-once each broker alone, and the copy of one broker's log dir taken while producers wrote to it. All in one run:
-each broker's log dir, and the live copy, are copied with a cluster id of their own in meta.properties, so the run
-audits the cluster and four clusters of one broker each. The audit never mixes clusters, and one Spark start costs
-less than five.
+once each broker alone, and the copy of one broker's log dir taken while producers wrote to it; and a copy of the
+three log dirs in which one byte of a follower's copy of a batch is flipped. All in one run: each broker's log dir,
+the live copy and the damaged copy of the three are copied with a cluster id of their own in meta.properties, so
+the run audits the cluster, four clusters of one broker each and a damaged cluster. The audit never mixes
+clusters, and one Spark start costs less than six.
 """
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.kafka_broker import jvm, ledger
+from tests.kafka_broker import corruption, jvm, ledger
 from tests.kafka_broker.audits import Audit, audits
 
 pytestmark = pytest.mark.broker
@@ -26,6 +28,8 @@ COMPACTED = "compacted"  # tests/kafka_broker/cluster_session.py
 ALONE = "-alone-broker-"  # in the cluster id of each broker's copy
 LIVE = "-live-copy-"  # in the cluster id of the live copy
 DUMPED = "dump-text-broker-"  # the cluster id of each broker's kafka-dump-log text
+DAMAGED = "-flipped-follower"  # in the cluster id of the copy of the three log dirs with a follower's byte flipped
+FLIPPED = ("idempotent", 1)  # the partition of that byte
 # Rules that read the files beside the segments (snapshots, indexes, checkpoints): dump text carries none.
 SIDE_FILE_RULES = ("SNP-", "IDX-", "SEG-", "LEP-", "LSO-003")
 TRANSACTION_COLUMNS = ["topic", "partition", "producer_id", "first_offset", "last_offset", "outcome"]
@@ -59,9 +63,46 @@ def truth(cluster_run) -> dict:
     return ledger.read(cluster_run.ground_truth)
 
 
+@dataclass(frozen=True)
+class FlippedFollower:
+    log_dirs: tuple[Path, ...]  # the copies of broker 1, 2, 3
+    audited: int  # the replica of FLIPPED the audit reads (audit.replica_choice: leader_epoch)
+    broker: int  # the follower whose copy holds the flipped byte
+    segment: str  # its file name
+    base_offset: int  # of the damaged batch
+    position: int  # of the damaged batch in the segment
+
+
 @pytest.fixture(scope="session")
-def audited(cluster_run, tmp_path_factory) -> Audit:
-    """One run over the three log dirs and over each one's copy as a cluster of its own."""
+def flipped_follower(cluster_run, tmp_path_factory) -> FlippedFollower:
+    """The three log dirs copied, with one byte of a record's value flipped in a follower's copy of a batch of
+    FLIPPED: a copy that would be read if that follower became the leader."""
+    root = tmp_path_factory.mktemp("flipped-follower")
+    copies = []
+    for node, log_dir in enumerate(cluster_run.log_dirs, start=1):
+        copy = root / f"broker-{node}"
+        shutil.copytree(log_dir, copy, copy_function=shutil.copy2)
+        _rename_cluster(copy, DAMAGED)
+        copies.append(copy)
+    partition = f"{FLIPPED[0]}-{FLIPPED[1]}"
+    replicas = {node: corruption.batches(copy / partition) for node, copy in enumerate(copies, start=1)}
+    # the default replica choice: the highest leader epoch, then the longest log, then the lowest broker id
+    ranks = {
+        node: (max(b.leader_epoch for b in batches), max(b.last_offset for b in batches), -node)
+        for node, batches in replicas.items()
+    }
+    audited = max(ranks, key=ranks.__getitem__)
+    follower = max(node for node in replicas if node != audited)
+    data = [b for b in replicas[follower] if not b.is_control]
+    batch = data[len(data) // 2]
+    corruption.flip_payload_byte(batch)
+    return FlippedFollower(tuple(copies), audited, follower, batch.segment.name, batch.base_offset, batch.position)
+
+
+@pytest.fixture(scope="session")
+def audited(cluster_run, flipped_follower, tmp_path_factory) -> Audit:
+    """One run over the three log dirs, over each one's copy as a cluster of its own, and over the damaged copy of
+    the three."""
     root = tmp_path_factory.mktemp("cluster-audit")
     conf = root / "conf.yaml"
     conf.write_text(f'audit:\n  compacted_topics: ["{COMPACTED}"]\n')
@@ -76,7 +117,8 @@ def audited(cluster_run, tmp_path_factory) -> Audit:
     _rename_cluster(live, f"{LIVE}1")
     (root / "run").mkdir()
     dumps = [(f"{DUMPED}{node}", dump) for node, dump in enumerate(cluster_run.dumps, start=1)]
-    (audit,) = audits([([*cluster_run.log_dirs, *copies, live, *dumps], root / "run" / "wh")], conf)
+    inputs = [*cluster_run.log_dirs, *copies, live, *dumps, *flipped_follower.log_dirs]
+    (audit,) = audits([(inputs, root / "run" / "wh")], conf)
     return audit
 
 
@@ -95,7 +137,7 @@ def _clusters(audit: Audit, marked: str | None) -> Audit:
 
     def keep(cluster_id: pd.Series) -> pd.Series:
         if marked is None:
-            return ~cluster_id.str.contains("|".join((ALONE, LIVE, DUMPED)))
+            return ~cluster_id.str.contains("|".join((ALONE, LIVE, DUMPED, DAMAGED)))
         return cluster_id.str.contains(marked)
 
     return Audit({name: frame[keep(frame.cluster_id)] for name, frame in audit.tables.items()})
@@ -121,6 +163,11 @@ def dumped(audited) -> Audit:
     return _clusters(audited, DUMPED)
 
 
+@pytest.fixture(scope="session")
+def damaged(audited) -> Audit:
+    return _clusters(audited, DAMAGED)
+
+
 def _above_info(audit: Audit) -> set[tuple]:
     findings = audit.findings(above_info=True)
     return {
@@ -137,6 +184,30 @@ def test_the_three_brokers_audited_together_raise_nothing_above_info(together):
 def test_each_broker_audited_alone_raises_nothing_above_info(alone):
     assert _above_info(alone) == set()
     assert alone.tables["batches"].cluster_id.nunique() == 3
+
+
+def test_a_flipped_byte_in_a_followers_copy_is_a_crc_mismatch_of_that_copy(together, damaged, flipped_follower):
+    """The batch checks read one replica per partition; every copy's CRC is checked all the same, and the damaged
+    follower's is told by its broker and file, with nothing else new above INFO."""
+    topic, partition = FLIPPED
+    summary = damaged.tables["partition_summary"]
+    summary = summary[(summary.topic == topic) & (summary.partition == partition)]
+    assert summary.broker_id.tolist() == [flipped_follower.audited] != [flipped_follower.broker]
+
+    def keys(audit: Audit) -> set[tuple]:
+        return {
+            (f.broker_id, f.topic, f.partition, f.rule_code, f.severity, f.base_offset)
+            for f in audit.findings(above_info=True).itertuples()
+        }
+
+    assert keys(damaged) - keys(together) == {
+        (flipped_follower.broker, topic, partition, "FMT-004", "ERROR", flipped_follower.base_offset)
+    }
+    (crc,) = damaged.findings(above_info=True).query("rule_code == 'FMT-004'").itertuples()
+    assert Path(crc.segment).name == flipped_follower.segment
+    assert Path(crc.segment).parent.parent.name == f"broker-{flipped_follower.broker}"
+    assert crc.position == flipped_follower.position
+    assert f"broker {flipped_follower.broker}'s copy" in crc.message
 
 
 def test_every_acknowledged_record_is_in_every_replica(together, truth):
