@@ -29,8 +29,10 @@ INTERPRETED = {
     # Every broadcast is a Spark job of its own (collect the small side, build it, send it), and without adaptive
     # execution each runs before its plan: a sample run's 80 jobs were 48 with joins by shuffle instead, at the
     # same wall time (BENCHMARKS.md). A join the code asks to broadcast (F.broadcast) still does, but those that ask
-    # through `broadcast_unless_small`: with every hint off, the dump text's parity test found offsets missing (not
-    # yet traced to the join whose broadcast it needs).
+    # through `broadcast_unless_small`. With every hint off, the dump text's parity test once found offsets missing:
+    # the replay joined the coordinator's transaction versions after its exchange by partition, and a shuffle join
+    # spread a partition's rows over tasks by producer id. That join now comes before the exchange
+    # (pipeline.audit.replay); the other hints were not turned off.
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     # Interpreted, a scan can evaluate its dynamic pruning filter before the subquery that fills it has finished
     # ("IN dynamicpruning#... has not finished"); on a small input there is nothing to prune anyway.

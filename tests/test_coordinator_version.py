@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from logbuilder import T0, PartitionLog
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit import engine  # noqa: F401  (registers the rules in the engine's order, as docs/rules.md lists them)
@@ -21,6 +22,7 @@ from pipeline.audit.replay import replay, replay_input
 from pipeline.audit.sequences import tv2_txn_first_seq
 from pipeline.audit.transactions import build_producer_state
 from pipeline.config import AuditSettings
+from pipeline.small_inputs import small_input_conf
 from schemas.batches import BATCHES
 from schemas.replay import PRODUCER_STATE_COLUMNS
 from schemas.transaction_log import TRANSACTION_LOG
@@ -157,3 +159,44 @@ def test_same_state_as_the_window_reference(spark):
     takeover = compiled.where("topic = 'takeover'").select("is_tv2").orderBy("base_offset").collect()
     # V1, V1 (unrecorded, a marker at the data epoch), V2 from the recorded transaction on
     assert [row.is_tv2 for row in takeover] == [False, False, False, False, True, True, True, True]
+
+
+def test_the_replay_keeps_each_partition_in_one_task_whatever_join_spark_plans(spark):
+    """The replay's tasks each walk whole partitions, so the join that adds the coordinator's versions must not
+    spread a partition's rows over tasks by producer id: joined by shuffle (the broadcast hint off, as
+    `spark.sql.optimizer.disableHints` turns it off), the replay saw each partition's producers in different tasks,
+    and reported the offsets of the others missing."""
+    log = PartitionLog(topic="shared", clock=T0)
+    for pid in range(600, 616):  # producers of one partition, whose hashes fall in different shuffle partitions
+        log.txn_state(f"id-{pid}", ONGOING, pid, 0, ("shared-0",), value_version=1, client_transaction_version=1)
+        log.data(pid, 0, 0, 2, txn=True)
+        log.marker(pid, 0, commit=True)
+    batches = spark.createDataFrame(log.rows, BATCHES)
+    transaction_log = spark.createDataFrame(log.transaction_log_rows, TRANSACTION_LOG)
+    settings = AuditSettings()
+
+    def replayed():
+        rows = replay_input(batches, settings, transaction_log)
+        # the version read too, or the optimizer drops the join: a left join to one row per key adds no row
+        tasks = rows.select("topic", "partition", "coordinator_version", F.spark_partition_id().alias("task"))
+        per_partition: dict[tuple, set[int]] = {}
+        for row in tasks.collect():
+            per_partition.setdefault((row.topic, row.partition), set()).add(row.task)
+        replayed_rows = replay(batches, settings, transaction_log).localCheckpoint()
+        return [len(ids) for ids in per_partition.values()], replayed_rows
+
+    broadcast_tasks, broadcast = replayed()
+    # a small input's settings (no adaptive execution to coalesce the shuffles into one task), and the hints off
+    shuffle = {**small_input_conf(spark), "spark.sql.optimizer.disableHints": "true"}
+    previous = {key: spark.conf.get(key, None) for key in shuffle}
+    try:
+        for key, value in shuffle.items():
+            spark.conf.set(key, value)
+        shuffled_tasks, shuffled = replayed()
+    finally:
+        for key, value in previous.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+    assert broadcast_tasks == shuffled_tasks == [1]
+    gaps = "previous_readable_last_offset IS NOT NULL AND previous_readable_last_offset + 1 != base_offset"
+    assert shuffled.where(gaps).count() == broadcast.where(gaps).count() == 0
+    assertDataFrameEqual(shuffled, broadcast)

@@ -60,7 +60,8 @@ MISSING_MARKER = rule(
     ),
     action=(
         "Abort it with `kafka-transactions.sh abort --topic T --partition N --start-offset F` (WARN: markers may "
-        "still be pending; re-check first)."
+        "still be pending, or a log dir copied file by file while the broker ran took the partition before the "
+        "marker and `__transaction_state` after the Prepare* record; re-check first, on a consistent copy)."
     ),
 )
 MARKER_WITHOUT_DECISION = rule(

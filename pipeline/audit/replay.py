@@ -10,9 +10,10 @@ Two kinds of state are added, so that every rule afterwards reads plain columns 
   transaction, the coordinator epoch, the transaction version (pipeline.audit.producer_kernel).
 
 Shuffles: `prepare_batches` hash-partitions the batches by (cluster, topic, partition) once (the replica is chosen by an
-aggregate joined back by broadcast). One `mapInArrow` pass (pipeline.audit.replay_task) then sorts each task's rows
-itself, into file order and into producer order, and walks each order a chunk at a time with the state the chunk
-before left: the whole replay costs one exchange, and no Spark sort.
+aggregate joined back by broadcast; that join and the coordinator's transaction versions' come before the exchange,
+so that the clustering holds however Spark plans them). One `mapInArrow` pass (pipeline.audit.replay_task) then
+sorts each task's rows itself, into file order and into producer order, and walks each order a chunk at a time with
+the state the chunk before left: the whole replay costs one exchange, and no Spark sort.
 """
 
 from __future__ import annotations
@@ -85,11 +86,17 @@ def _like_to_regex(like: str) -> str:
 def prepare_batches(batches: DataFrame, settings: AuditSettings, checkpoints: DataFrame | None = None) -> DataFrame:
     """The one exchange: the audited replica's batches clustered by partition (`TP`), with topic kinds and
     the replica's facts (first and last segment, newest timestamp, compaction)."""
+    return _audited_rows(batches, settings, checkpoints).repartition(*TP)
+
+
+def _audited_rows(batches: DataFrame, settings: AuditSettings, checkpoints: DataFrame | None) -> DataFrame:
+    """`prepare_batches` before its exchange. Whatever is joined to these rows is joined before the exchange: a
+    join after it keeps the clustering by partition only as a broadcast, and Spark may plan a shuffle instead
+    (`spark.sql.optimizer.disableHints`), which would hand the pass's tasks parts of partitions."""
     batches = audited_broker(batches)
     facts = F.broadcast(replica_facts(batches, settings, checkpoints))
     return (
         batches.join(facts, on=REPLICA, how="inner")
-        .repartition(*TP)
         .withColumn("is_compacted", F.col("compacted_by").isNotNull())
         .withColumn("is_coordinator_topic", topic_matches(settings.coordinator_topics))
         .withColumn("is_kraft_topic", topic_matches(settings.kraft_topics))
@@ -212,7 +219,7 @@ def replay_input(
     checkpoints: DataFrame | None = None,
 ) -> DataFrame:
     """The audited replicas' rows, clustered by partition, with the per-row facts the replay pass reads."""
-    rows = with_coordinator_version(prepare_batches(batches, settings, checkpoints), transaction_log)
+    rows = with_coordinator_version(_audited_rows(batches, settings, checkpoints), transaction_log).repartition(*TP)
     return rows.withColumns(
         {
             "is_producer_row": _carries_producer_state(),

@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 
 CLI = Path(sys.executable).parent / "produce-audit"
 NOT_INFO = ("WARN", "ERROR", "CRITICAL")
-TABLES = ("findings", "transactions", "producer_state", "partition_summary", "batches")
+TABLES = ("findings", "transactions", "producer_state", "partition_summary", "batches", "global_transactions")
 
 
 @dataclass(frozen=True)
@@ -28,14 +28,17 @@ class Audit:
         return Audit({name: frame[frame.topic.map(keep)] for name, frame in self.tables.items()})
 
 
-def audits(runs: list[tuple[list[Path], Path]]) -> list[Audit]:
+def audits(runs: list[tuple[list[Path | tuple[str, Path]], Path]], conf: Path | None = None) -> list[Audit]:
     """`produce-audit run` over each (inputs, warehouse), all at once: each spends much of its time starting a JVM
-    and Spark, which the others fill."""
+    and Spark, which the others fill. An input is a path, or (cluster id, path) for `--cluster-input`. `conf`: a
+    config file layered over the shipped one."""
     started = []
     for inputs, warehouse in runs:
         command = [str(CLI), "run", "--warehouse", str(warehouse), "--fail-on", "never"]
+        if conf is not None:
+            command += ["--conf", str(conf)]
         for path in inputs:
-            command += ["--input", str(path)]
+            command += ["--cluster-input", path[0], str(path[1])] if isinstance(path, tuple) else ["--input", str(path)]
         log = warehouse.parent / "stderr.log"  # a file, not a pipe: no run waits for another's output to be read
         with log.open("wb") as stderr:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)

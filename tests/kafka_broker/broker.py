@@ -1,4 +1,5 @@
-"""A single-node Kafka broker in KRaft mode (combined broker and controller) on loopback, as a child process.
+"""A Kafka broker in KRaft mode (combined broker and controller) on loopback, as a child process: a node of a
+one-node cluster, or of a cluster of several (tests/kafka_broker/cluster.py).
 
 The broker is started from the bundle's jars with `kafka.Kafka`, after `StorageTool format` has written its
 meta.properties, and stopped with SIGTERM, waiting for the controlled shutdown to finish: a clean stop is what
@@ -19,7 +20,7 @@ from pathlib import Path
 from tests.kafka_broker import jvm
 
 STARTED = "Kafka Server started"
-STOPPED = "[BrokerServer id=1] shut down completed"  # after the log manager closed every log
+STOPPED = "[BrokerServer id={node_id}] shut down completed"  # after the log manager closed every log
 START_SECONDS = 90
 STOP_SECONDS = 90
 
@@ -73,6 +74,10 @@ class Broker:
     features: dict[str, int] = field(default_factory=dict)  # e.g. {"transaction.version": 2}, set at format
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
+    node_id: int = 1
+    voters: str | None = None  # controller.quorum.voters of a cluster of several nodes; None: this node alone
+    cluster_id: str = field(default_factory=lambda: _base64_uuid())
+    settings: dict[str, str] = field(default_factory=dict)  # over BASE_PROPERTIES
     process: subprocess.Popen | None = None
     starts: int = 0
 
@@ -91,14 +96,20 @@ class Broker:
     def properties(self) -> dict[str, str]:
         return {
             **BASE_PROPERTIES,
+            **self.settings,
+            "node.id": str(self.node_id),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.controller_port}",
             "log.dirs": str(self.log_dir),
         }
 
+    @property
+    def voter(self) -> str:
+        return f"{self.node_id}@127.0.0.1:{self.controller_port}"
+
     def format(self) -> None:
-        """Write the configuration files and format the log dir as a new single-node cluster."""
+        """Write the configuration files and format the log dir as a node of cluster `cluster_id`."""
         self.home.mkdir(parents=True, exist_ok=True)
         lines = [f"{key}={value}" for key, value in self.properties().items()]
         (self.home / "server.properties").write_text("\n".join(lines) + "\n")
@@ -106,11 +117,16 @@ class Broker:
         features = [arg for name, level in self.features.items() for arg in ("--feature", f"{name}={level}")]
         jvm.run(
             "kafka.tools.StorageTool", "format", "--config", str(self.home / "server.properties"),
-            "--cluster-id", _base64_uuid(), "--ignore-formatted", *features,
+            "--cluster-id", self.cluster_id, "--ignore-formatted", *features,
         )  # fmt: skip
 
     def start(self) -> None:
         """Start the broker and wait until it serves; the previous start's log lines are kept."""
+        self.wait_started(self.launch())
+
+    def launch(self) -> int:
+        """Start the broker's process; returns where its log lines of this start begin (for `wait_started`). The
+        nodes of a cluster are launched together: none serves before a quorum of controllers runs."""
         offset = self.server_log.stat().st_size if self.server_log.exists() else 0
         java = jvm.command(
             "kafka.Kafka",
@@ -125,7 +141,17 @@ class Broker:
         with open(self.home / "stderr.log", "ab") as stderr:  # the child keeps its own descriptor
             self.process = subprocess.Popen(java, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
         self.starts += 1
+        return offset
+
+    def wait_started(self, offset: int) -> None:
         self._wait_for(STARTED, offset, START_SECONDS)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashed or OOM-killed broker ends: no controlled shutdown, no snapshot, no flush."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(STOP_SECONDS)
+            self.process = None
 
     def stop(self) -> None:
         """SIGTERM and wait for the controlled shutdown; a broker that does not finish in time is an error."""
@@ -140,7 +166,7 @@ class Broker:
             raise RuntimeError(f"broker did not stop within {STOP_SECONDS} s; see {self.server_log}") from None
         finally:
             self.process = None
-        if STOPPED not in self._log_since(offset):
+        if STOPPED.format(node_id=self.node_id) not in self._log_since(offset):
             raise RuntimeError(f"broker exited without a clean shutdown; see {self.server_log}")
 
     def restart(self) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 COPIES = ("pristine", "truncated", "bitflip", "dropped", "markerless")  # the copies' topic names
 HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header (spec §1.1)
 CONTROL = 0x20
+COMPRESSION = 0x07
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class Batch:
     last_offset: int
     is_control: bool
     producer_id: int
+    leader_epoch: int
+    attributes: int
 
 
 def batches(partition_dir: Path) -> list[Batch]:
@@ -34,9 +37,10 @@ def batches(partition_dir: Path) -> list[Batch]:
         data = segment.read_bytes()
         position = 0
         while position + HEADER.size <= len(data):
-            base, length, _, _, _, attributes, delta, _, _, producer_id, _, _, _ = HEADER.unpack_from(data, position)
+            base, length, epoch, _, _, attributes, delta, _, _, producer, _, _, _ = HEADER.unpack_from(data, position)
             size = length + 12
-            found.append(Batch(segment, position, size, base, base + delta, bool(attributes & CONTROL), producer_id))
+            control = bool(attributes & CONTROL)
+            found.append(Batch(segment, position, size, base, base + delta, control, producer, epoch, attributes))
             position += size
     return found
 
@@ -65,6 +69,22 @@ def flip_bits(batch: Batch) -> None:
         byte = segment.read(1)[0]
         segment.seek(-1, 1)
         segment.write(bytes([byte ^ 0xFF]))
+
+
+def flip_payload_byte(batch: Batch) -> int:
+    """Invert the last byte of the last record's value: every length and the header still read, the records
+    parse, only the CRC no longer matches. The batch must be uncompressed and its last record carry no headers
+    (its last byte the header count 0, after the value). Returns the byte's position in the segment."""
+    if batch.attributes & COMPRESSION or batch.is_control:
+        raise ValueError(f"not an uncompressed data batch: {batch}")
+    with open(batch.segment, "r+b") as segment:
+        segment.seek(batch.position + batch.size - 2)
+        value, headers = segment.read(2)
+        if headers != 0:
+            raise ValueError(f"the last record of {batch} has headers")
+        segment.seek(-2, 1)
+        segment.write(bytes([value ^ 0xFF]))
+    return batch.position + batch.size - 2
 
 
 def drop_segment(segment: Path) -> None:

@@ -20,10 +20,10 @@ CLIENT = f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent
 SECONDS = 30
 
 
-def create_topics(bootstrap: str, topics: dict[str, tuple[int, dict[str, str]]]) -> None:
-    """name -> (partitions, topic configs), replication factor 1."""
+def create_topics(bootstrap: str, topics: dict[str, tuple[int, dict[str, str]]], replication: int = 1) -> None:
+    """name -> (partitions, topic configs)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = [NewTopic(name, partitions, 1, config=config) for name, (partitions, config) in topics.items()]
+    new = [NewTopic(name, partitions, replication, config=config) for name, (partitions, config) in topics.items()]
     for future in admin.create_topics(new).values():
         future.result(SECONDS)
 
@@ -40,8 +40,11 @@ def producer(bootstrap: str, **config) -> Producer:
     return Producer({**settings, **config})
 
 
-def send(producer: Producer, entry: Entry, topic: str, partitions: Sequence[int], count: int) -> None:
-    """Produce `count` records round-robin over `partitions` and wait until each is acknowledged."""
+def send(
+    producer: Producer, entry: Entry, topic: str, partitions: Sequence[int], count: int, keys: int | None = None
+) -> None:
+    """Produce `count` records round-robin over `partitions` and wait until each is acknowledged; with `keys`, the
+    records carry that many keys in turn (for a compacted topic)."""
     failures = []
 
     def delivered(error, message):
@@ -52,7 +55,8 @@ def send(producer: Producer, entry: Entry, topic: str, partitions: Sequence[int]
 
     for i in range(count):
         value = f"{entry.workload}:{entry.transactional_id}:{i}".encode() * 4
-        producer.produce(topic, value=value, partition=partitions[i % len(partitions)], on_delivery=delivered)
+        key = None if keys is None else f"key-{i % keys}".encode()
+        producer.produce(topic, key=key, value=value, partition=partitions[i % len(partitions)], on_delivery=delivered)
         producer.poll(0)
     if producer.flush(SECONDS) or failures:
         raise RuntimeError(f"{entry.workload}: records not acknowledged: {failures[:3]}")
@@ -149,6 +153,12 @@ def offsets(bootstrap: str, ledger: Ledger, source: str, topic: str) -> None:
         if not commit:
             consumer.seek(TopicPartition(source, 0, positions[0].offset - len(consumed)))
     consumer.close()
+
+
+def leader(bootstrap: str, topic: str, partition: int) -> int:
+    """The node id that leads the partition now."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=SECONDS)
+    return metadata.topics[topic].partitions[partition].leader
 
 
 def _expect_failure(call: Callable[[], None], what: str) -> None:
