@@ -39,21 +39,21 @@ INTERPRETED = {
     "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
 }
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-BROADCAST_THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"
+SMALL_INPUT = "spark.produceaudit.smallInput"  # set on the session while a small input's steps run
 
 
 def broadcast_unless_small(side: DataFrame) -> DataFrame:
     """`side` hinted for a broadcast join, unless the session runs a small input, whose joins go by shuffle: there
     the broadcast would be a job of its own and spares no exchange of anything large. For the small sides Spark
     cannot size when it plans, where the other side is large (a row per partition against the batches)."""
-    if side.sparkSession.conf.get(BROADCAST_THRESHOLD, None) == INTERPRETED[BROADCAST_THRESHOLD]:
+    if side.sparkSession.conf.get(SMALL_INPUT, None) == "true":
         return side
     return F.broadcast(side)
 
 
 def small_input_conf(spark: SparkSession) -> dict[str, str]:
     """The settings of a small audit in this session: interpreted, one shuffle partition per core."""
-    return {**INTERPRETED, SHUFFLE_PARTITIONS: str(spark.sparkContext.defaultParallelism)}
+    return {**INTERPRETED, SHUFFLE_PARTITIONS: str(spark.sparkContext.defaultParallelism), SMALL_INPUT: "true"}
 
 
 @contextmanager
