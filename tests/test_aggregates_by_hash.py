@@ -27,7 +27,7 @@ def test_partitions_join_the_replayed_rows_with_their_lso_by_broadcast(spark, tm
     spark.createDataFrame([], BATCHES).write.parquet(str(tmp_path / "batches"))
     replayed = replay(spark.read.schema(BATCHES).parquet(str(tmp_path / "batches")), AuditSettings())
     transactions = build_transactions(replayed.where("is_producer_row"))
-    open_txns = open_transactions(transactions, segment_parts().of(replayed), AuditSettings(), None, None)
+    open_txns = open_transactions(transactions, segment_parts().of(replayed), AuditSettings(), None)
     # As for a large log, where Spark cannot tell that the per-partition rows are few: nothing broadcast unasked.
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:

@@ -12,13 +12,14 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core import expr as E
 from pipeline.audit.core.mergeable import Mergeable, Part
-from pipeline.audit.replay import COMPACTION, TP
+from pipeline.audit.replay import COMPACTION, LOG_START, TP
 
 NEVER = (1 << 63) - 1  # an offset past every other: the next segment of the last one, a transaction never closed
 
 
 def segment_parts() -> Mergeable:
-    """Per (replica, segment, source format): its rows, their newest timestamp and the replica's compaction."""
+    """Per (replica, segment, source format): its rows, their newest timestamp, the replica's compaction and its
+    checkpointed log start (every replayed row carries both)."""
     return Mergeable(
         "segments",
         (*TP, "broker_id", "segment_base_offset", "source_format"),
@@ -26,7 +27,7 @@ def segment_parts() -> Mergeable:
             Part("entry_count", "count", E.lit(1)),
             Part("max_timestamp", "max", E.col("max_timestamp")),
             Part("is_compacted", "max", E.col("is_compacted")),
-            *[Part(name, "max", E.col(name)) for name in COMPACTION],
+            *[Part(name, "max", E.col(name)) for name in (*COMPACTION, LOG_START)],
         ),
     )
 
@@ -47,10 +48,10 @@ def segment_ranges(segments: DataFrame) -> DataFrame:
 
 
 def partition_facts(segments: DataFrame) -> DataFrame:
-    """Per partition: the newest timestamp of its batches, whether it is compacted, how that is known and its
-    cleaner checkpoint (pipeline.audit.replay.COMPACTION)."""
+    """Per partition: the newest timestamp of its batches, whether it is compacted, how that is known, its cleaner
+    checkpoint (pipeline.audit.replay.COMPACTION) and its checkpointed log start (`LOG_START`)."""
     return segments.groupBy(*TP).agg(
         F.max("max_timestamp").alias("partition_max_timestamp"),
         F.max("is_compacted").alias("is_compacted"),
-        *[F.max(name).alias(name) for name in COMPACTION],
+        *[F.max(name).alias(name) for name in (*COMPACTION, LOG_START)],
     )

@@ -40,7 +40,6 @@ from pipeline.audit.transactions import (
 )
 from pipeline.audit.txnindex import audited_replicas
 from pipeline.audit.visibility import (
-    checkpoint_log_starts,
     open_transactions,
     partition_offsets,
     partition_producer_parts,
@@ -113,15 +112,13 @@ def build_state(
     replicas = scratch.materialise(
         audited_replicas(segments, side.get("txn_index"), side.get("producer_snapshots")), "replicas"
     )
-    # A join of two small scans that only the next two plans read: built into each, not a plan of its own.
-    log_starts = None if checkpoints is None else checkpoint_log_starts(checkpoints, replicas)
     open_txns = scratch.materialise(
-        open_transactions(transactions, segments, settings, ctx.reference_time_ms, log_starts), "open_transactions"
+        open_transactions(transactions, segments, settings, ctx.reference_time_ms), "open_transactions"
     )
     causes = transaction_causes(open_txns, transactions, records)
     builders = {
         "partitions": lambda: partition_offsets(
-            replayed, first["parts/partition_producers"], segments, transactions, open_txns, log_starts
+            replayed, first["parts/partition_producers"], segments, transactions, open_txns
         )
     }
     if scratch.is_empty("open_transactions"):  # no transaction to find the cause of: no plan

@@ -15,12 +15,11 @@ from pipeline.audit.core import expr as E
 from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.frames import OPEN_TRANSACTIONS, PARTITIONS
 from pipeline.audit.registry import Fires, check, rule
-from pipeline.audit.replay import COMPACTION, TP
+from pipeline.audit.replay import COMPACTION, LOG_START, TP
 from pipeline.audit.segments import partition_facts
 from pipeline.config import AuditSettings
 from pipeline.small_inputs import broadcast_unless_small
 from schemas.batches import STATUS_LEGACY, STATUS_OK
-from schemas.checkpoints import LOG_START_OFFSET
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_OPEN
 
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000  # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
@@ -104,15 +103,11 @@ def open_transactions(
     segments: DataFrame,
     settings: AuditSettings,
     reference_time_ms: int | None,
-    checkpoint_log_starts: DataFrame | None = None,
 ) -> DataFrame:
     """Open transactions with their reference time, whether they hang, and the checkpointed log start; the
-    partition's newest timestamp and compaction come from its `segments` (pipeline.audit.segments)."""
+    partition's newest timestamp, compaction and checkpointed log start come from its `segments`
+    (pipeline.audit.segments)."""
     facts = partition_facts(segments)
-    if checkpoint_log_starts is not None:
-        facts = facts.join(checkpoint_log_starts, on=TP, how="left")
-    else:
-        facts = facts.withColumn("checkpoint_log_start", F.lit(None).cast("long"))
     limit = settings.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
     return (
         transactions.where(F.col("outcome") == OUTCOME_OPEN)
@@ -191,11 +186,6 @@ def checkpointed_offsets(checkpoints: DataFrame, replicas: DataFrame, kind: str,
     )
 
 
-def checkpoint_log_starts(checkpoints: DataFrame, replicas: DataFrame) -> DataFrame:
-    """The log start offset of each audited replica's partitions, from log-start-offset-checkpoint."""
-    return checkpointed_offsets(checkpoints, replicas, LOG_START_OFFSET, "checkpoint_log_start")
-
-
 def partition_producer_parts() -> Mergeable:
     """Per (partition, producer id) of the replay: its retained offsets, batches, data records and transactional
     batches."""
@@ -221,13 +211,12 @@ def partition_offsets(
     segments: DataFrame,
     transactions: DataFrame,
     open_txns: DataFrame,
-    checkpoint_log_starts: DataFrame | None = None,
 ) -> DataFrame:
     """Per partition: log start/end, first unstable offset, LSO, transaction counts and compaction; `producers` and
     `segments` are the replay's `partition_producer_parts` and `segment_parts`.
 
     The log start is the first retained offset, or the checkpointed one when it is higher (DeleteRecords
-    moves it inside a segment).
+    moves it inside a segment): `segments` carry it, as every replayed row does (pipeline.audit.replay.LOG_START).
     """
     readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
     data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))
@@ -245,11 +234,8 @@ def partition_offsets(
         F.count(F.when(F.col("outcome") == OUTCOME_ABORTED, 1)).alias("aborted_transactions"),
         F.sum(F.when(F.col("outcome") == OUTCOME_ABORTED, F.col("record_count"))).alias("aborted_records"),
     )
-    if checkpoint_log_starts is not None:
-        logs = logs.join(checkpoint_log_starts, on=TP, how="left")
-    else:
-        logs = logs.withColumn("checkpoint_log_start", F.lit(None).cast("long"))
-    logs = logs.withColumn(
+    facts = partition_facts(segments)
+    logs = logs.join(facts.select(*TP, LOG_START), on=TP, how="left").withColumn(
         "log_start_offset", F.greatest(F.col("first_retained_offset"), F.col("checkpoint_log_start"))
     )
     unstable = open_txns.groupBy(*TP).agg(
@@ -283,7 +269,7 @@ def partition_offsets(
         .groupBy(*TP)
         .agg(F.sum("record_count").alias("aborted_below_lso"))
     )
-    compaction = partition_facts(segments).select(*TP, *COMPACTION)
+    compaction = facts.select(*TP, *COMPACTION)
     return (
         logs.join(outcomes, on=TP, how="left")
         .join(compaction, on=TP, how="left")

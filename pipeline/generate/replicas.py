@@ -31,10 +31,8 @@ from pipeline.generate import layout
 from pipeline.generate.encode import HEADER, Encoded
 from pipeline.generate.segment_writer import SegmentWriter
 from pipeline.sources.kafka_format.encoding import segment_file_name
-from pipeline.sources.kafka_format.layout import CRC_START, RECORD_BATCH_OVERHEAD
+from pipeline.sources.kafka_format.layout import CRC_START, RECORD_BATCH_OVERHEAD, TXN_INDEX_ENTRY_BYTES, V2_HEADER
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte v2 batch header
-_TXN_ENTRY_BYTES = 34
 _LAST_OFFSET_IN_TXN_ENTRY = slice(18, 26)
 _FILE_NAME = re.compile(r"^(\d{20})(\..+)$")
 SEGMENT_FILES = (".log", ".index", ".timeindex", ".txnindex")
@@ -82,7 +80,7 @@ def read_entries(data: bytes, segment: int) -> list[Entry]:
     entries, position, end = [], 0, len(data)
     while position + RECORD_BATCH_OVERHEAD <= end:
         (base, length, epoch, magic, _, attributes, delta, _, max_ts, pid, producer_epoch, sequence, records) = (
-            _HEADER.unpack_from(data, position)
+            V2_HEADER.unpack_from(data, position)
         )
         size = length + 12
         if magic != 2 or size < RECORD_BATCH_OVERHEAD or position + size > end:
@@ -185,7 +183,7 @@ def _rewrite_segment(source: Path, target: Path, base: int, departure: Departure
             batch = bytes(departure.rewrite(entry, bytearray(batch)))
             assert len(batch) == entry.size
         pieces.append(batch)
-        max_timestamps.append(_HEADER.unpack_from(batch)[8])
+        max_timestamps.append(V2_HEADER.unpack_from(batch)[8])
     writer = SegmentWriter(target)
     writer.open(base)
     writer.append(
@@ -200,11 +198,11 @@ def _rewrite_segment(source: Path, target: Path, base: int, departure: Departure
     index = source / segment_file_name(base, ".txnindex")
     if index.exists():
         content = index.read_bytes()
-        entries = [content[at : at + _TXN_ENTRY_BYTES] for at in range(0, len(content), _TXN_ENTRY_BYTES)]
+        entries = [content[at : at + TXN_INDEX_ENTRY_BYTES] for at in range(0, len(content), TXN_INDEX_ENTRY_BYTES)]
         held = [
             entry
             for entry in entries
-            if len(entry) == _TXN_ENTRY_BYTES
+            if len(entry) == TXN_INDEX_ENTRY_BYTES
             and int.from_bytes(entry[_LAST_OFFSET_IN_TXN_ENTRY], "big", signed=True) < departure.end
         ]
         if held:

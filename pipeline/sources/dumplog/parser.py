@@ -71,6 +71,7 @@ from pipeline.sources.dumplog.rows import (
     printed_timestamp,
     set_last_offset_delta,
 )
+from pipeline.sources.kafka_format.layout import TXN_INDEX_ENTRY_BYTES
 from pipeline.sources.log_dir_names import PARTITION_DIR
 from pipeline.sources.partition_files.entries import SNAPSHOT_SUFFIX
 from schemas.batches import STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
@@ -93,7 +94,6 @@ LINE_KINDS = (
     UNKNOWN,
 )
 MAX_REPORTED_UNKNOWN_LINES = 20
-TXN_INDEX_ENTRY_BYTES = 34  # AbortedTxn: version, producerId, firstOffset, lastOffset, lastStableOffset
 
 
 class _DumpParser:

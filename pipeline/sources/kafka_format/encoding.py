@@ -22,11 +22,11 @@ from pipeline.sources.kafka_format.layout import (
     MARKER_VALUE,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
+    V2_HEADER,
 )
 from pipeline.sources.records.decompression import compress_records
 
 DEFAULT_TIMESTAMP = 1767225600000  # 2026-01-01T00:00:00Z
-_V2_HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _TXN_INDEX_ENTRY = struct.Struct(">hqqqq")
 
 
@@ -106,7 +106,7 @@ def encode_batch(
     if last_offset_delta is None:
         last_offset_delta = max(len(values) - 1, 0)
     header = bytearray(
-        _V2_HEADER_STRUCT.pack(
+        V2_HEADER.pack(
             base_offset,
             RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
             partition_leader_epoch,

@@ -15,6 +15,10 @@ from pipeline.sources.jit import CACHE_KERNELS
 LOG_OVERHEAD = 12  # offset:int64 + size:int32 in front of every entry
 HEADER_SIZE_UP_TO_MAGIC = 17
 RECORD_BATCH_OVERHEAD = 61  # v2 batch header; the first record starts here
+# the v2 batch header: base offset, length, leader epoch, magic, CRC, attributes, last offset delta, base and max
+# timestamps, producer id, epoch, base sequence, record count
+V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+TXN_INDEX_ENTRY_BYTES = 34  # AbortedTxn: version, producerId, firstOffset, lastOffset, lastStableOffset
 CRC_START = 21  # v2 CRC-32C covers attributes .. end of batch
 NO_SEQUENCE = -1
 CONTROL_ABORT = 0
