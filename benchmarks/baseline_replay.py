@@ -7,7 +7,7 @@ NOT part of the product. It exists so that benchmarks can compare `produce-audit
 alternative: read every `.log` segment of a log root with `struct` (61-byte v2 batch headers only, plus the one
 control record of a transaction marker), replay the broker's producer state per (topic, partition, producer id)
 with dicts and lists in one pass, and count findings. It covers only these rule families, with the product's
-semantics (docs/rules.md, pipeline/audit/replay.py and the rule modules):
+semantics (docs/rules.md, pipeline/audit/replay/plan.py and the rule modules):
 
     SEQ-001..SEQ-009, EPO-001..EPO-007, TXN-001..TXN-007, LSO-001, LSO-002, LSO-004
 
@@ -299,7 +299,7 @@ def read_segment(path: str, segment: int, replica: Replica, keep_producer_batche
 
 
 class Producer:
-    """The broker's per-(partition, producer id) state before the next batch, as pipeline/audit/replay.py keeps it.
+    """The broker's per-(partition, producer id) state before the next batch, as pipeline/audit/replay/plan.py keeps it.
 
     Fencing epoch = highest epoch so far (a regression never lowers it). An epoch run is the batches at one
     fencing epoch; its sequence state (5-batch window, highest unwrapped sequence written) is reset when the

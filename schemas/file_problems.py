@@ -1,6 +1,6 @@
 """`file_problems`: one row per problem the reader saw in a partition's non-segment files, by kind.
 
-The reader says what it saw; the audit decides what it means (pipeline.audit.files maps each kind to its
+The reader says what it saw; the audit decides what it means (pipeline.audit.rules.files maps each kind to its
 rule). `position` is the byte position in a binary file, null for text files and file names.
 """
 

@@ -3,7 +3,7 @@
 import pytest
 
 from pipeline.audit import catalog
-from pipeline.audit.registry import RULES, SEVERITIES, Rule
+from pipeline.audit.core.registry import RULES, SEVERITIES, Rule
 
 
 def test_catalog_is_up_to_date():

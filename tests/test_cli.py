@@ -166,7 +166,12 @@ TABLES = ("batches", "findings", "transactions", "producer_state", "partition_su
 
 
 def _require_pipeline() -> None:
-    for module in ("pipeline.samples", "pipeline.sources.dispatch", "pipeline.audit.engine", "pipeline.tables.store"):
+    for module in (
+        "pipeline.samples",
+        "pipeline.sources.dispatch",
+        "pipeline.audit.engine.run",
+        "pipeline.tables.store",
+    ):
         pytest.importorskip(module)
 
 

@@ -14,13 +14,13 @@ from logbuilder import T0, PartitionLog
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit import engine  # noqa: F401  (registers the rules in the engine's order, as docs/rules.md lists them)
-from pipeline.audit.context import AuditContext
-from pipeline.audit.coordinator_version import with_coordinator_version
-from pipeline.audit.epochs import fence_abort
-from pipeline.audit.replay import replay, replay_input
-from pipeline.audit.sequences import tv2_txn_first_seq
-from pipeline.audit.transactions import build_producer_state
+import pipeline.audit.rules  # noqa: F401  (registers every rule, frame and check)
+from pipeline.audit.core.context import AuditContext
+from pipeline.audit.replay.coordinator_version import with_coordinator_version
+from pipeline.audit.replay.plan import replay, replay_input
+from pipeline.audit.rules.epochs import fence_abort
+from pipeline.audit.rules.sequences import tv2_txn_first_seq
+from pipeline.audit.rules.transactions import build_producer_state
 from pipeline.config import AuditSettings
 from pipeline.small_inputs import small_input_conf
 from schemas.batches import BATCHES

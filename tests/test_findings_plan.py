@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from pipeline.audit.columns import explode_findings
-from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.engine import CHECKS, FRAMES
-from pipeline.audit.replay import replay
+from pipeline.audit.core.columns import explode_findings
+from pipeline.audit.core.context import AuditContext, AuditInputs
+from pipeline.audit.engine.run import CHECKS, FRAMES
+from pipeline.audit.replay.plan import replay
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 

@@ -11,9 +11,9 @@ from logbuilder import T0, PartitionLog
 from pyspark.sql import functions as F
 from test_rules import SCENARIOS
 
-from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.registry import FRAMES
-from pipeline.audit.state import build_state
+from pipeline.audit.core.context import AuditContext, AuditInputs
+from pipeline.audit.core.registry import FRAMES
+from pipeline.audit.state.materialised import build_state
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 from schemas.file_problems import FILE_PROBLEMS

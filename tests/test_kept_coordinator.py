@@ -9,11 +9,11 @@ from logbuilder import PartitionLog
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.engine import frame_findings
-from pipeline.audit.kept_coordinator import CoordinatorOutcome, sources
-from pipeline.audit.kept_replay import KeptReplay
-from pipeline.audit.transaction_log import audited_rows, records_of
+from pipeline.audit.core.context import AuditContext, AuditInputs
+from pipeline.audit.engine.run import frame_findings
+from pipeline.audit.kept.coordinator import CoordinatorOutcome, sources
+from pipeline.audit.kept.replay import KeptReplay
+from pipeline.audit.rules.transaction_log.records import audited_rows, records_of
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 from schemas.checkpoints import CHECKPOINTS, CLEANER_OFFSET

@@ -8,10 +8,10 @@ import pytest
 
 from pipeline import runner
 from pipeline.arguments import build_parser
-from pipeline.audit.columns import explode_findings
-from pipeline.audit.context import AuditContext, AuditInputs
-from pipeline.audit.registry import CHECKS, FRAMES, RULES
-from pipeline.audit.state import build_state
+from pipeline.audit.core.columns import explode_findings
+from pipeline.audit.core.context import AuditContext, AuditInputs
+from pipeline.audit.core.registry import CHECKS, FRAMES, RULES
+from pipeline.audit.state.materialised import build_state
 from pipeline.cli import settings_for
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources.kafka_format.encoding import DEFAULT_TIMESTAMP, encode_batch, encode_marker, segment_file_name

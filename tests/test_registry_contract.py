@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import inspect
 
-from pipeline.audit import engine  # noqa: F401  (importing the engine registers every rule module)
-from pipeline.audit.context import AuditContext
+import pipeline.audit.rules  # noqa: F401  (registers every rule, frame and check)
+from pipeline.audit.core.context import AuditContext
+from pipeline.audit.core.registry import CHECKS, FRAMES, RULES
 from pipeline.audit.core.row_checks import RowCheck
-from pipeline.audit.registry import CHECKS, FRAMES, RULES
 from pipeline.config import AuditSettings
 
 

@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import schemas
-from pipeline.audit.registry import RULES
+from pipeline.audit.core.registry import RULES
 from pipeline.reports import charts
 from pipeline.reports.changes import IDENTITY, build_changes, compare_findings, previous_audit_run
 from pipeline.reports.details import timeline_section

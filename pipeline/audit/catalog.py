@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from pipeline.audit import engine  # noqa: F401  (importing the engine registers every rule module)
-from pipeline.audit.registry import CHECKS, FRAMES, RULES, SEVERITIES, Rule
+import pipeline.audit.rules  # noqa: F401  (registers every rule, frame and check)
+from pipeline.audit.core.registry import CHECKS, FRAMES, RULES, SEVERITIES, Rule
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 SECTIONS = {
@@ -27,7 +27,7 @@ def render() -> str:
     lines = [
         "# Rule catalog",
         "",
-        "Generated from `pipeline/audit/registry.py` by `python -m pipeline.audit.catalog`; do not edit by hand.",
+        "Generated from `pipeline/audit/core/registry.py` by `python -m pipeline.audit.catalog`; do not edit by hand.",
         "Codes and severities follow spec §6 (`kafka-semantics.md`). Severity scale: "
         + ", ".join(SEVERITIES)
         + ". Where a rule can take more than one severity, the condition for each is in its description.",

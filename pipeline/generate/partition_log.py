@@ -1,7 +1,7 @@
 """One partition's log as its leader appends to it, and the files beside it.
 
 A data partition keeps, for every producer, the state the audit's replay derives from the log (spec §6.0,
-`pipeline/audit/replay.py`): the highest epoch seen (data or marker), the last data batch at that epoch, the
+`pipeline/audit/replay/plan.py`): the highest epoch seen (data or marker), the last data batch at that epoch, the
 last marker's coordinator epoch and the first offset of the open transaction. Whatever is appended, clean or
 injected, goes through the same bookkeeping, so the snapshots written at each roll and at the end, and the
 `.txnindex` entry of every ABORT (with the LSO of spec §6.0 step 4), agree with what the audit replays. One

@@ -12,8 +12,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.registry import SEVERITIES
-from pipeline.audit.visibility import abort_command
+from pipeline.audit.core.registry import SEVERITIES
+from pipeline.audit.rules.visibility import abort_command
 from pipeline.reports.gather import Query, Rows, Section, top
 from pipeline.reports.run_rows import RunRows
 from schemas.transactions import OUTCOME_OPEN

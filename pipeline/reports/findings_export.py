@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.registry import SEVERITIES
+from pipeline.audit.core.registry import SEVERITIES
 from pipeline.tables.files import children, filesystem, remove_tree
 from schemas.findings import FINDINGS
 

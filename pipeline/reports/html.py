@@ -11,7 +11,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.audit.registry import RULES, SEVERITIES
+from pipeline.audit.core.registry import RULES, SEVERITIES
 from pipeline.reports import charts
 from pipeline.reports.formatting import offsets, place, producer, reference_time, unknown_dump_lines_note, utc
 

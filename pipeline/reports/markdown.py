@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.audit.registry import SEVERITIES
+from pipeline.audit.core.registry import SEVERITIES
 from pipeline.reports.formatting import offsets, place, producer, reference_time, unknown_dump_lines_note, utc
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]|#~])")

@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.registry import RULES, SEVERITIES
+from pipeline.audit.core.registry import RULES, SEVERITIES
 from pipeline.reports.formatting import cluster_name, unknown_dump_lines_note
 from pipeline.reports.gather import Query, Rows, Section, top
 from pipeline.reports.run_rows import RunRows

@@ -1,6 +1,6 @@
 """The checks of the row-local frames, evaluated inside the replay's tasks on the rows they hand out.
 
-A row-local frame's findings depend on its replay row alone (pipeline.audit.registry.Frame.row_local), so the task
+A row-local frame's findings depend on its replay row alone (pipeline.audit.core.registry.Frame.row_local), so the task
 that replays a partition holds everything they need: it evaluates their checks (written as row expressions,
 pipeline.audit.core.expr) on each record batch of the walk and writes the findings beside the replay. The findings
 are those `explode_findings` makes of the same checks in a Spark plan, column for column (tests/test_task_outputs.py).
@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.columns import FINDING_FIELDS, LOCATION
+from pipeline.audit.core.columns import FINDING_FIELDS, LOCATION
 from pipeline.audit.core.expr import Expr, Rows, as_array, col, lit
-from pipeline.audit.registry import CHECKS, FRAMES, Fires, Rule
+from pipeline.audit.core.registry import CHECKS, FRAMES, Fires, Rule
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class FrameChecks:
         return pa.concat_tables(tables) if tables else self.schema.empty_table()
 
 
-# the rows each row-local frame holds (pipeline.audit.frames): every replay row, or those with producer state
+# the rows each row-local frame holds (pipeline.audit.core.frames): every replay row, or those with producer state
 FRAME_ROWS: Mapping[str, Expr | None] = {"batches": None, "producer_batches": col("is_producer_row")}
 
 
