@@ -24,13 +24,13 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline import __version__
 from pipeline.audit.core.registry import FRAMES, SEVERITIES
-from pipeline.audit.engine.run.run import SIDE_TABLES, run_audit
-from pipeline.audit.engine.run.scratch import Scratch
+from pipeline.audit.engine.run import SIDE_TABLES, run_audit
+from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.coordinator import KEPT_TABLES
 from pipeline.audit.kept.findings import keep
 from pipeline.audit.kept.replay import KEPT_FOLDER, read_kept, sweep
 from pipeline.audit.kept.tables import keep_tables
-from pipeline.audit.replay.plan.files import Keeping
+from pipeline.audit.replay.files import Keeping
 from pipeline.class_archive import JAVA_OPTIONS
 from pipeline.compilers import runs_optimising
 from pipeline.config import Settings

@@ -32,7 +32,7 @@ INTERPRETED = {
     # through `broadcast_unless_small`. With every hint off, the dump text's parity test once found offsets missing:
     # the replay joined the coordinator's transaction versions after its exchange by partition, and a shuffle join
     # spread a partition's rows over tasks by producer id. That join now comes before the exchange
-    # (pipeline.audit.replay.plan.plan); the other hints were not turned off.
+    # (pipeline.audit.replay.plan); the other hints were not turned off.
     "spark.sql.autoBroadcastJoinThreshold": "-1",
     # Interpreted, a scan can evaluate its dynamic pruning filter before the subquery that fills it has finished
     # ("IN dynamicpruning#... has not finished"); on a small input there is nothing to prune anyway.

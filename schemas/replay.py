@@ -5,7 +5,7 @@ FILE_ORDER_COLUMNS: what the entry's neighbours in its replica's files were (the
 PRODUCER_STATE_COLUMNS: each is the state the broker held for the row's producer before appending the row
 (spec §6.0); rows that carry no producer state (`is_producer_row` false) have them null.
 
-`pipeline.audit.replay.plan.plan` writes them; the FMT/IDX and SEQ/EPO/TXN/SNP checks read them.
+`pipeline.audit.replay.plan` writes them; the FMT/IDX and SEQ/EPO/TXN/SNP checks read them.
 """
 
 from pyspark.sql import types as T

@@ -3,7 +3,7 @@ snapshot offset, one row per (partition, producer, snapshot offset, open transac
 
 The `replay_*` columns are what the producer-state snapshot holds, from the batches below the offset, with the
 file's "none" values (last sequence -1, last offset -1, offset delta 0, coordinator epoch -1); all are null for a
-producer without batches in the partition. `pipeline.audit.replay.plan.snapshot_states` writes it; the SNP checks read it.
+producer without batches in the partition. `pipeline.audit.replay.snapshot_states` writes it; the SNP checks read it.
 """
 
 from pyspark.sql import types as T

@@ -12,7 +12,7 @@ OUTCOME_ABORTED = "ABORTED"
 OUTCOME_OPEN = "OPEN"
 OUTCOME_EMPTY = "EMPTY"  # a marker that closed no open transaction (spec §6.0a.7)
 
-# Why an open transaction has no marker (pipeline.audit.state.materialised.hanging), in the order they are decided.
+# Why an open transaction has no marker (pipeline.audit.state.hanging), in the order they are decided.
 CAUSE_LATE_DATA = "LATE_DATA"  # data of an epoch whose transaction the producer's marker had already closed
 CAUSE_MARKER_MISSING = "MARKER_MISSING"  # the coordinator decided (Prepare*) but no marker reached the partition
 CAUSE_ID_EXPIRED = "TRANSACTIONAL_ID_EXPIRED"  # the id's latest record is a tombstone (or a persisted Dead)

@@ -3,7 +3,7 @@
 
 Each piece of `ProducerAppendInfo` state is a window over the batches of one (topic, partition, producer id)
 ordered by offset. It is correct but slow (about forty window functions, evaluated row by row after three
-sorts), which is why the product runs `pipeline.audit.replay.plan.producer_kernel` instead; both must give the same
+sorts), which is why the product runs `pipeline.audit.replay.producer_kernel` instead; both must give the same
 columns for every producer row.
 """
 
@@ -13,9 +13,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline.audit.core.columns import SEQ_SPAN, window_cleared
-from pipeline.audit.replay.plan.plan import PRODUCER, TP
-from pipeline.audit.replay.plan.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT, DUPLICATE_WINDOW, WRAP_JUMP
-from pipeline.audit.replay.plan.task import FILE_ORDER, ORDER, REPLICA
+from pipeline.audit.replay.plan import PRODUCER, TP
+from pipeline.audit.replay.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT, DUPLICATE_WINDOW, WRAP_JUMP
+from pipeline.audit.replay.task import FILE_ORDER, ORDER, REPLICA
 from pipeline.config import AuditSettings
 from schemas.batches import STATUS_LEGACY, STATUS_OK
 
@@ -231,7 +231,7 @@ PER_TRANSACTION_START = ("txn_starts_at_f", "marker_between_f_and_x")
 
 def snapshot_states(entries: DataFrame, replayed: DataFrame) -> DataFrame:
     """Per snapshot entry, the replay's state of its producer from the batches below the snapshot offset, as a
-    window (pipeline.audit.replay.plan.snapshot_states computes it from the replay's files).
+    window (pipeline.audit.replay.snapshot_states computes it from the replay's files).
 
     An as-of lookup: the producer's rows and its snapshot offsets are sorted together by offset, and each offset
     takes the running values of the rows before it. Joining every row with every snapshot of its partition would

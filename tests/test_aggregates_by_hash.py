@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.audit.replay.plan.plan import replay
+from pipeline.audit.replay.plan import replay
 from pipeline.audit.rules.transactions import build_producer_state, build_transactions
 from pipeline.audit.rules.visibility import open_transactions, partition_offsets, partition_producer_parts
-from pipeline.audit.state.materialised.segments import segment_parts
+from pipeline.audit.state.segments import segment_parts
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 

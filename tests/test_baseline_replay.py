@@ -265,7 +265,7 @@ def product(spark, scratch, sources) -> dict[str, Counter]:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from pipeline.audit.engine.run.run import run_audit
+    from pipeline.audit.engine.run import run_audit
     from pipeline.config import load_settings
     from pipeline.sources.partition_files.discovery import discover_partition_files
     from pipeline.sources.partition_files.reader import checkpoint_rows

@@ -169,7 +169,7 @@ def _require_pipeline() -> None:
     for module in (
         "pipeline.samples",
         "pipeline.sources.dispatch",
-        "pipeline.audit.engine.run.run",
+        "pipeline.audit.engine.run",
         "pipeline.tables.store",
     ):
         pytest.importorskip(module)

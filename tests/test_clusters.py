@@ -17,7 +17,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from logbuilder import PartitionLog
 
-from pipeline.audit.engine.run.run import run_audit
+from pipeline.audit.engine.run import run_audit
 from pipeline.cli import main
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.generate.options import GenerateOptions

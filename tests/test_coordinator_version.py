@@ -16,8 +16,8 @@ from pyspark.testing import assertDataFrameEqual
 
 import pipeline.audit.rules  # noqa: F401  (registers every rule, frame and check)
 from pipeline.audit.core.context import AuditContext
-from pipeline.audit.replay.plan.coordinator_version import with_coordinator_version
-from pipeline.audit.replay.plan.plan import replay, replay_input
+from pipeline.audit.replay.coordinator_version import with_coordinator_version
+from pipeline.audit.replay.plan import replay, replay_input
 from pipeline.audit.rules.epochs import fence_abort
 from pipeline.audit.rules.sequences import tv2_txn_first_seq
 from pipeline.audit.rules.transactions import build_producer_state

@@ -10,8 +10,8 @@ import pytest
 
 from pipeline.audit.core.columns import explode_findings
 from pipeline.audit.core.context import AuditContext, AuditInputs
-from pipeline.audit.engine.run.run import CHECKS, FRAMES
-from pipeline.audit.replay.plan.plan import replay
+from pipeline.audit.engine.run import CHECKS, FRAMES
+from pipeline.audit.replay.plan import replay
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 

@@ -13,7 +13,7 @@ from test_rules import SCENARIOS
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import FRAMES
-from pipeline.audit.state.materialised.materialised import build_state
+from pipeline.audit.state.materialised import build_state
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 from schemas.file_problems import FILE_PROBLEMS

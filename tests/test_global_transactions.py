@@ -6,10 +6,10 @@ from logbuilder import PartitionLog
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.replay.plan.plan import TP, replay
+from pipeline.audit.replay.plan import TP, replay
 from pipeline.audit.rules.transaction_log.records import audited_records
 from pipeline.audit.rules.transactions import markers_of, transaction_parts
-from pipeline.audit.state.materialised.global_transactions import build_global_transactions
+from pipeline.audit.state.global_transactions import build_global_transactions
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_OK
 from schemas.global_transactions import GLOBAL_TRANSACTIONS
@@ -167,7 +167,7 @@ def test_markers_are_assigned_as_of_their_time(spark):
     Checked against that definition on random times with ties and missing timestamps."""
     import random
 
-    from pipeline.audit.state.materialised.global_transactions import _assigned_markers
+    from pipeline.audit.state.global_transactions import _assigned_markers
 
     rng = random.Random(7)
     clock = lambda: rng.choice([None, *range(0, 40, 3)])  # noqa: E731

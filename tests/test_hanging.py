@@ -9,8 +9,8 @@ import pytest
 from logbuilder import T0, PartitionLog
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.engine.run.run import run_audit
-from pipeline.audit.state.materialised.hanging import transaction_causes
+from pipeline.audit.engine.run import run_audit
+from pipeline.audit.state.hanging import transaction_causes
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 from schemas.checkpoints import CHECKPOINTS, REPLICATION_OFFSET

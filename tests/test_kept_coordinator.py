@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
-from pipeline.audit.engine.run.run import frame_findings
+from pipeline.audit.engine.run import frame_findings
 from pipeline.audit.kept.coordinator import CoordinatorOutcome, sources
 from pipeline.audit.kept.replay import KeptReplay
 from pipeline.audit.rules.transaction_log.records import audited_rows, records_of

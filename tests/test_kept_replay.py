@@ -18,11 +18,11 @@ from pipeline.audit.core.context import AuditContext
 from pipeline.audit.kept.findings import kept_for
 from pipeline.audit.kept.replay import KeptReplay, read_kept, sweep, write_kept
 from pipeline.audit.kept.tables import keep_tables, kept_parts
-from pipeline.audit.replay.plan.files import Keeping, ReplayOutcome, replay_kept
-from pipeline.audit.replay.plan.plan import replay_pass
-from pipeline.audit.replay.plan.task_outputs import parts_table, task_outputs
+from pipeline.audit.replay.files import Keeping, ReplayOutcome, replay_kept
+from pipeline.audit.replay.plan import replay_pass
+from pipeline.audit.replay.task_outputs import parts_table, task_outputs
 from pipeline.audit.rules.transactions import producer_state_of, transactions_of
-from pipeline.audit.state.materialised.materialised import replay_aggregates
+from pipeline.audit.state.materialised import replay_aggregates
 from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.snapshot_files import read_files

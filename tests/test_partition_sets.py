@@ -10,7 +10,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.audit.state.materialised.partition_sets import partition_names, partition_set
+from pipeline.audit.state.partition_sets import partition_names, partition_set
 from schemas.transaction_log import TRANSACTION_PARTITIONS
 
 SCHEMA = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("partitions", TRANSACTION_PARTITIONS)])

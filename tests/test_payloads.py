@@ -11,7 +11,7 @@ from pipeline.arguments import build_parser
 from pipeline.audit.core.columns import explode_findings
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import CHECKS, FRAMES, RULES
-from pipeline.audit.state.materialised.materialised import build_state
+from pipeline.audit.state.materialised import build_state
 from pipeline.cli import settings_for
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources.kafka_format.encoding import DEFAULT_TIMESTAMP, encode_batch, encode_marker, segment_file_name

@@ -14,9 +14,9 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.replay.plan import producer_arrow, task_rows
-from pipeline.audit.replay.plan.plan import replay, replay_input
-from pipeline.audit.replay.plan.task import ReplayEnds, replay_rows
+from pipeline.audit.replay import producer_arrow, task_rows
+from pipeline.audit.replay.plan import replay, replay_input
+from pipeline.audit.replay.task import ReplayEnds, replay_rows
 from pipeline.config import AuditSettings, Settings
 from pipeline.sources.dispatch import read_inputs
 from pipeline.sources.input_plan import plan_inputs

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from pipeline.audit.engine.run.run import run_audit
-from pipeline.audit.replay.plan.plan import prepare_batches
+from pipeline.audit.engine.run import run_audit
+from pipeline.audit.replay.plan import prepare_batches
 from pipeline.audit.rules.transaction_log.records import audited_records
 from pipeline.config import load_settings
 from pipeline.sources.dumplog.parser import parse_dump

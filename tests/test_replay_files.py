@@ -1,4 +1,4 @@
-"""The replay's tasks reading the `batches` files themselves (pipeline.audit.replay.plan.files) give exactly the replay
+"""The replay's tasks reading the `batches` files themselves (pipeline.audit.replay.files) give exactly the replay
 the exchange path gives, row for row and column for column; and the files are grouped by partition only when the
 Delta log says which partition each file holds."""
 
@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 import schemas
-from pipeline.audit.replay.plan.files import Keeping, replay_kept, task_files
-from pipeline.audit.replay.plan.partition import PartitionFiles
-from pipeline.audit.replay.plan.plan import replay_pass, topic_matches, topic_name_matches
+from pipeline.audit.replay.files import Keeping, replay_kept, task_files
+from pipeline.audit.replay.partition import PartitionFiles
+from pipeline.audit.replay.plan import replay_pass, topic_matches, topic_name_matches
 from pipeline.cli import main
 from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import files_per_partition

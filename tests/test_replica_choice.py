@@ -3,7 +3,7 @@
 import pytest
 from logbuilder import PartitionLog
 
-from pipeline.audit.replay.plan.plan import replica_facts
+from pipeline.audit.replay.plan import replica_facts
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 

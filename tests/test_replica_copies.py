@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.replay.plan import replica_copies
-from pipeline.audit.replay.plan.replica_copies import COPIES_SCHEMA, copies_by_exchange, file_copies
+from pipeline.audit.replay import replica_copies
+from pipeline.audit.replay.replica_copies import COPIES_SCHEMA, copies_by_exchange, file_copies
 from schemas.batches import BATCHES, BATCHES_PARTITION_BY, STATUS_TRUNCATED
 from tests.logbuilder import PartitionLog
 

@@ -22,7 +22,7 @@ import pytest
 from crc32c import crc32c
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.replay.plan.plan import replay_input
+from pipeline.audit.replay.plan import replay_input
 from pipeline.config import AuditSettings, IngestSettings, Settings
 from pipeline.sources import log_roots
 from pipeline.sources.dispatch import read_inputs
@@ -161,8 +161,8 @@ import sys
 import threading
 import time
 import pyarrow as pa
-from pipeline.audit.replay.plan import task_rows
-from pipeline.audit.replay.plan.task import replay_rows
+from pipeline.audit.replay import task_rows
+from pipeline.audit.replay.task import replay_rows
 from pyspark.sql.pandas.types import to_arrow_schema
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 

@@ -11,7 +11,7 @@ import pytest
 from logbuilder import INT32_MAX, T0, PartitionLog
 
 from pipeline.audit.core.registry import RULES
-from pipeline.audit.engine.run.run import run_audit
+from pipeline.audit.engine.run import run_audit
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_BAD_MAGIC, STATUS_TOO_SMALL, STATUS_TRUNCATED
 from schemas.checkpoints import CHECKPOINTS

@@ -1,4 +1,4 @@
-"""The replay's state at each snapshot offset read from the replay's files (pipeline.audit.replay.plan.snapshot_states) is
+"""The replay's state at each snapshot offset read from the replay's files (pipeline.audit.replay.snapshot_states) is
 the window definition's (tests/reference_replay.py), on generated logs with anomalies of every family and on every
 real broker dir, by either replay path."""
 
@@ -15,12 +15,12 @@ from pyspark.testing import assertDataFrameEqual
 
 import schemas
 from pipeline.audit.core.context import AuditContext
-from pipeline.audit.engine.run.run import SIDE_TABLES, _in_known_cluster
-from pipeline.audit.replay.plan.files import Keeping
-from pipeline.audit.replay.plan.plan import TP
-from pipeline.audit.replay.plan.snapshot_states import ReplayUnit, by_snapshot, states_of_unit
+from pipeline.audit.engine.run import SIDE_TABLES, _in_known_cluster
+from pipeline.audit.replay.files import Keeping
+from pipeline.audit.replay.plan import TP
+from pipeline.audit.replay.snapshot_states import ReplayUnit, by_snapshot, states_of_unit
 from pipeline.audit.rules.snapshots import audited_non_kraft, producer_entries
-from pipeline.audit.state.materialised.materialised import build_state
+from pipeline.audit.state.materialised import build_state
 from pipeline.cli import main
 from pipeline.config import AuditSettings
 from pipeline.generate.segment_writer import snapshot_bytes

@@ -1,4 +1,4 @@
-"""What the replay's tasks make of the rows they write (pipeline.audit.replay.plan.task_outputs) equals what Spark makes of
+"""What the replay's tasks make of the rows they write (pipeline.audit.replay.task_outputs) equals what Spark makes of
 the same replay rows, column for column, on generated logs with anomalies of every family: the row-local frames'
 findings (`explode_findings` of the same checks) and the aggregates' parts, taken whole or over chunks and merged.
 Each row expression evaluates in Arrow as its Spark column does, nulls included."""
@@ -17,7 +17,7 @@ from pipeline.audit.core.columns import explode_findings
 from pipeline.audit.core.context import AuditContext
 from pipeline.audit.core.registry import CHECKS
 from pipeline.audit.core.row_checks import findings_of, row_local_frames
-from pipeline.audit.replay.plan.plan import replay
+from pipeline.audit.replay.plan import replay
 from pipeline.config import AuditSettings
 from pipeline.tables.store import TableStore
 
@@ -77,7 +77,7 @@ def test_each_expression_evaluates_in_arrow_as_its_spark_column(spark):
 
 
 def test_the_tasks_aggregate_the_replay_as_spark_does_whole_and_in_merged_chunks(spark, replayed):
-    from pipeline.audit.state.materialised.materialised import replay_aggregates
+    from pipeline.audit.state.materialised import replay_aggregates
 
     rows = replayed.toArrow()
     for aggregate in replay_aggregates():

@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.audit.replay.plan import task_rows
-from pipeline.audit.replay.plan.task_rows import TaskRows, in_order, sort_order
+from pipeline.audit.replay import task_rows
+from pipeline.audit.replay.task_rows import TaskRows, in_order, sort_order
 
 
 def _batches(rows: int, size: int) -> list[pa.RecordBatch]:

@@ -1,7 +1,7 @@
 """The data files of a table grouped by Kafka partition, read from the Delta log's file statistics.
 
 `batches` files hold one segment file each, so a file's `partition` statistics name the one Kafka partition it
-holds. Tasks handed the files of whole partitions can read them themselves (pipeline.audit.replay.plan.files) instead of
+holds. Tasks handed the files of whole partitions can read them themselves (pipeline.audit.replay.files) instead of
 Spark reading, exchanging and converting every row. A table where a file holds several partitions (a columnar
 export), or whose files lack the statistics, has no such grouping: None, and the caller reads it with Spark.
 """

@@ -22,13 +22,13 @@ class AuditInputs:
     `batches`: every entry of the audited replicas with flags, file-order state and producer state (`replay`);
     `producer_batches`: its rows that carry producer state; `transactions`, `producer_state`, `segments`,
     `partition_producers`, `replicas`, `open_transactions`, `partitions`, `transaction_causes` (why each open
-    transaction has no marker) and `coordinator_records`: derived state (pipeline.audit.state.materialised.materialised);
+    transaction has no marker) and `coordinator_records`: derived state (pipeline.audit.state.materialised);
     `epoch_starts`: the first batch of each leader epoch, when there are leader-epoch checkpoints to check;
     `snapshot_states`: the replay's state of each snapshot entry's producer at its offset, when there are snapshots;
     `markers`: every COMMIT/ABORT marker of the producer rows, a row each
     (pipeline.audit.rules.transactions.markers_of); `all_batches`: every entry of every replica as ingested, for the
     rules that compare replicas; `copies`: each copy of a partition two or more brokers hold against the others, as the
-    replay's tasks compared them (pipeline.audit.replay.plan.replica_copies), None when they did not hold the copies. Side
+    replay's tasks compared them (pipeline.audit.replay.replica_copies), None when they did not hold the copies. Side
     tables are None when the input had none; `payloads` is None unless the run is in deep mode.
     """
 

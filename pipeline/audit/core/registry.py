@@ -61,7 +61,7 @@ class Rule:
     action: str  # the operator's next step: what to check, which tool to run
     also: tuple[str, ...] = field(default=())
     # its INFO findings are normal behaviour that repeats at scale: one per (partition, producer), counted
-    # (pipeline.audit.engine.run.repeats)
+    # (pipeline.audit.engine.repeats)
     per_producer: bool = False
     checks: list[Check] = field(default_factory=list, compare=False, repr=False)
 

@@ -3,9 +3,9 @@ global_transactions / read_committed out.
 
 The engine iterates the registry (pipeline.audit.core.registry); no rule family is wired here by hand. A run is a
 fixed sequence of small plans, each starting from scans of what the step before it wrote to the scratch
-folder (pipeline.audit.engine.run.scratch), so no plan grows with the number of rules, frames or inputs:
+folder (pipeline.audit.engine.scratch), so no plan grows with the number of rules, frames or inputs:
 
-1. state (pipeline.audit.state.materialised.materialised): the replay of every batch, with the run's one exchange of the batches on
+1. state (pipeline.audit.state.materialised): the replay of every batch, with the run's one exchange of the batches on
    (cluster, topic, partition), then transactions, replicas, open transactions, partitions and coordinator records;
 2. one plan per frame: the frame's rows, every check registered on it evaluated in one projection, the
    findings that fired appended to the scratch `findings`;
@@ -27,17 +27,17 @@ import pipeline.audit.rules  # noqa: F401  (registers every rule, frame and chec
 from pipeline.audit.core.columns import explode_findings
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import CHECKS, FRAMES, Frame
-from pipeline.audit.engine.run.repeats import once_per_producer
-from pipeline.audit.engine.run.scratch import Scratch
+from pipeline.audit.engine.repeats import once_per_producer
+from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.coordinator import CoordinatorOutcome, changed_records, has_findings, with_kept_findings
 from pipeline.audit.kept.findings import earlier_findings, kept_for
-from pipeline.audit.replay.plan.files import Keeping, ReplayOutcome
-from pipeline.audit.replay.plan.plan import TP, TP_PID
-from pipeline.audit.replay.plan.task_outputs import findings_table
-from pipeline.audit.state.materialised.global_transactions import build_global_transactions
-from pipeline.audit.state.materialised.hanging import CAUSE_COLUMNS
-from pipeline.audit.state.materialised.materialised import build_state
-from pipeline.audit.state.materialised.read_committed import build_read_committed
+from pipeline.audit.replay.files import Keeping, ReplayOutcome
+from pipeline.audit.replay.plan import TP, TP_PID
+from pipeline.audit.replay.task_outputs import findings_table
+from pipeline.audit.state.global_transactions import build_global_transactions
+from pipeline.audit.state.hanging import CAUSE_COLUMNS
+from pipeline.audit.state.materialised import build_state
+from pipeline.audit.state.read_committed import build_read_committed
 from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import FileGroup
 from schemas.findings import FINDINGS

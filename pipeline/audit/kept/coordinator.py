@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.engine.run.scratch import Scratch
+from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.replay import KeptReplay
-from pipeline.audit.replay.plan.files import Keeping
+from pipeline.audit.replay.files import Keeping
 from pipeline.audit.rules.transaction_log.records import audited_rows, records_of
 
 log = logging.getLogger(__name__)

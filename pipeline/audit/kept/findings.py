@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.audit.engine.run.scratch import Scratch
+from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.replay import write_kept
-from pipeline.audit.replay.plan.files import Keeping, ReplayOutcome
+from pipeline.audit.replay.files import Keeping, ReplayOutcome
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The replay a run keeps in the warehouse (`_replay/`), so that the next run replays only what was appended since.
 
-A run's replay (pipeline.audit.replay.plan.plan) is written per Kafka partition: a `body` file of its rows, and, in files
+A run's replay (pipeline.audit.replay.plan) is written per Kafka partition: a `body` file of its rows, and, in files
 shared by a task, each replica's last row (`tails`) and where the replay left each replica and producer (`ends`,
-pipeline.audit.replay.plan.task.ReplayEnds). Its manifest (`_replay/<run id>.json`) names those files and the `batches`
+pipeline.audit.replay.task.ReplayEnds). Its manifest (`_replay/<run id>.json`) names those files and the `batches`
 files the replay read. The next run goes on from the manifest of the last published audit: a partition whose
 earlier files are all still there gets only its added files replayed, from the ends, and keeps its body files;
 every row keeps what a replay of the whole partition gives it, because nothing a row's replay columns say depends
@@ -41,7 +41,7 @@ WRITTEN = pa.schema(
         ("topic", pa.string()),  # body files: the partition they hold
         ("partition", pa.int32()),
         ("whole", pa.bool_()),  # body files: the partition was replayed whole
-        ("table", pa.string()),  # output files (pipeline.audit.replay.plan.task_outputs): the scratch table they belong to
+        ("table", pa.string()),  # output files (pipeline.audit.replay.task_outputs): the scratch table they belong to
     ]
 )
 

@@ -20,9 +20,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.core.mergeable import Mergeable
-from pipeline.audit.engine.run.scratch import Scratch
-from pipeline.audit.replay.plan.files import Keeping, ReplayOutcome
-from pipeline.audit.replay.plan.task_outputs import parts_table
+from pipeline.audit.engine.scratch import Scratch
+from pipeline.audit.replay.files import Keeping, ReplayOutcome
+from pipeline.audit.replay.task_outputs import parts_table
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ PARTITION = ["topic", "partition"]
 
 def kept_parts(aggregate: Mergeable, scratch: Scratch, keeping: Keeping | None) -> DataFrame | None:
     """When the replay went on from a kept one that holds `aggregate`'s parts: the parts the replay's tasks took of
-    the rows they replayed (pipeline.audit.replay.plan.task_outputs) merged with the kept parts of the partitions that went
+    the rows they replayed (pipeline.audit.replay.task_outputs) merged with the kept parts of the partitions that went
     on, to write as its parts table. None otherwise: the tasks' parts are the aggregate's, every partition's rows
     replayed in one task."""
     outcome = keeping.outcome if keeping is not None else None

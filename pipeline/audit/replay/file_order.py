@@ -1,6 +1,6 @@
 """What an entry's neighbours in its replica's files were: the state the §6.1 order checks compare.
 
-The first walk of a replay task (pipeline.audit.replay.plan.task): the rows arrive sorted by replica and file order
+The first walk of a replay task (pipeline.audit.replay.task): the rows arrive sorted by replica and file order
 (segment base offset, position), a record batch at a time, and leave with FILE_ORDER_COLUMNS added. Lags,
 running maxima and sums restart at every replica; what a replica's rows so far leave for the next batch is a
 `FileOrderCarry` of a few numbers, and the next entry's segment is read from the following batch, so memory
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.replay.plan.arrow_columns import NONE, group_starts, int64_values, key_at
+from pipeline.audit.replay.arrow_columns import NONE, group_starts, int64_values, key_at
 from schemas.batches import STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
 from schemas.replay import FILE_ORDER_COLUMNS
 

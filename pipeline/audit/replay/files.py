@@ -1,6 +1,6 @@
 """The replay's input read by the replay's own tasks from the `batches` files, when the files hold whole partitions.
 
-On the exchange path (pipeline.audit.replay.plan.plan.replay_input) Spark reads every wide row, hash-exchanges it by
+On the exchange path (pipeline.audit.replay.plan.replay_input) Spark reads every wide row, hash-exchanges it by
 partition and converts it into Arrow for the pass: most of the replay's time at scale (BENCHMARKS.md). When the Delta
 log says which partition each file holds (pipeline.tables.files_per_partition), each task is instead handed the files of
 some partitions, every replica and every cluster's copy of them, and reads them with pyarrow; no row crosses the JVM.
@@ -31,11 +31,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from pipeline.audit.engine.run.scratch import Scratch
+from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.replay import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
-from pipeline.audit.replay.plan.coordinator_version import coordinator_versions
-from pipeline.audit.replay.plan.partition import PartitionFiles, replay_partition, write_table
-from pipeline.audit.replay.plan.plan import (
+from pipeline.audit.replay.coordinator_version import coordinator_versions
+from pipeline.audit.replay.partition import PartitionFiles, replay_partition, write_table
+from pipeline.audit.replay.plan import (
     COMPACTION,
     LOG_START,
     REPLICA,
@@ -44,10 +44,10 @@ from pipeline.audit.replay.plan.plan import (
     replica_facts,
     topic_name_matches,
 )
-from pipeline.audit.replay.plan.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
-from pipeline.audit.replay.plan.replica_copies import COPIES_SCHEMA, COPIES_TABLE, file_copies
-from pipeline.audit.replay.plan.snapshot_states import ReplayUnit
-from pipeline.audit.replay.plan.task_outputs import TableFiles, TaskOutputs
+from pipeline.audit.replay.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
+from pipeline.audit.replay.replica_copies import COPIES_SCHEMA, COPIES_TABLE, file_copies
+from pipeline.audit.replay.snapshot_states import ReplayUnit
+from pipeline.audit.replay.task_outputs import TableFiles, TaskOutputs
 from pipeline.config import AuditSettings
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_per_partition import FileGroup, cluster_of
@@ -103,7 +103,7 @@ def replay_kept(
     for each partition that can (the run's manifest is written once its outputs are: pipeline.audit.kept.findings).
     Also the units of files that hold whole producers, for the snapshot walk. With `outputs`, the tasks also
     write the findings of the row-local frames and the parts of the aggregates of the rows they replay, each a
-    scratch table (pipeline.audit.replay.plan.task_outputs)."""
+    scratch table (pipeline.audit.replay.task_outputs)."""
     spark = batches.sparkSession
     exchanged = replay_pass(batches, settings, transaction_log, checkpoints)  # planned only: it gives the schema
     scratch.materialise(replica_facts(audited_broker(batches), settings, checkpoints), "replica_facts")
@@ -286,7 +286,7 @@ def replay_files(
 ) -> Iterator[pa.RecordBatch]:
     """Executor side: the replay of the partitions of the tasks named by `ids`, written into `out_folder`; with
     `outputs`, the findings of the row-local frames on every row written and the parts of the aggregates of the
-    rows replayed (pipeline.audit.replay.plan.task_outputs). One WRITTEN row per file."""
+    rows replayed (pipeline.audit.replay.task_outputs). One WRITTEN row per file."""
     mine = [plan for batch in ids for task in batch.column(0).to_pylist() for plan in tasks[task]]
     facts = _read_folder(facts_path)
     versions = None if versions_path is None else _read_folder(versions_path)

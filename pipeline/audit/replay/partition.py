@@ -1,6 +1,6 @@
 """One Kafka partition's replay in a task of the replay pass: whole, or going on from what the kept replay left.
 
-The task (pipeline.audit.replay.plan.files) hands each of its partitions here with the files to replay. A partition that
+The task (pipeline.audit.replay.files) hands each of its partitions here with the files to replay. A partition that
 goes on (pipeline.audit.kept.replay) gets only its added files; it is replayed from the kept ends of its replicas
 and producers, its replicas' kept last rows are written again with the next entry they now have, and it falls back
 to a whole replay when its added rows do not come after the kept ones (in file order, and in offset order for
@@ -23,11 +23,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.audit.kept.replay import ENDS
-from pipeline.audit.replay.plan.file_order import REPLICA_KEY, FileOrderCarry
-from pipeline.audit.replay.plan.producer_arrow import ProducerEnds
-from pipeline.audit.replay.plan.task import ReplayEnds
-from pipeline.audit.replay.plan.task_outputs import HeldTables, TableFiles, TaskOutputs
-from pipeline.audit.replay.plan.task_rows import TaskRows
+from pipeline.audit.replay.file_order import REPLICA_KEY, FileOrderCarry
+from pipeline.audit.replay.producer_arrow import ProducerEnds
+from pipeline.audit.replay.task import ReplayEnds
+from pipeline.audit.replay.task_outputs import HeldTables, TableFiles, TaskOutputs
+from pipeline.audit.replay.task_rows import TaskRows
 from pipeline.sources.filesystems import resolve
 from pipeline.tables.parquet_sink import COMPRESSION, ParquetFile, dictionary_columns
 from schemas.batches import STATUS_TRUNCATED
@@ -80,7 +80,7 @@ def replay_partition(
     """The partition's replay, its body written into a new file in `folder` as the walk hands it out, so that memory
     holds a few record batches whatever the partition's size; `kept_tails` and `kept_ends` are the kept replay's
     rows of this partition. With `outputs`, the body's rows are checked as they are written, their findings going
-    into the task's files (`found`), and the rows replayed are aggregated (pipeline.audit.replay.plan.task_outputs)."""
+    into the task's files (`found`), and the rows replayed are aggregated (pipeline.audit.replay.task_outputs)."""
     if files.goes_on:
         earlier = ends_of(kept_ends)
         if _may_go_on(earlier, kept_tails, changed_producers):

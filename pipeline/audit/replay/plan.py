@@ -4,14 +4,14 @@ Two kinds of state are added, so that every rule afterwards reads plain columns 
 (`replay`) and no later plan holds a window over the batches:
 
 * file order (the §6.1 integrity checks): the previous entry, the highest offset and leader epoch so far, the
-  first and last segment of the replica (pipeline.audit.replay.plan.file_order).
+  first and last segment of the replica (pipeline.audit.replay.file_order).
 * producer state (the SEQ/EPO/TXN checks): what the broker's `ProducerAppendInfo` held for the row's producer
   before appending it: fencing epoch, epoch run, the 5-batch duplicate window and sequence position, the open
-  transaction, the coordinator epoch, the transaction version (pipeline.audit.replay.plan.producer_kernel).
+  transaction, the coordinator epoch, the transaction version (pipeline.audit.replay.producer_kernel).
 
 Shuffles: `prepare_batches` hash-partitions the batches by (cluster, topic, partition) once (the replica is chosen by an
 aggregate joined back by broadcast; that join and the coordinator's transaction versions' come before the exchange,
-so that the clustering holds however Spark plans them). One `mapInArrow` pass (pipeline.audit.replay.plan.task) then
+so that the clustering holds however Spark plans them). One `mapInArrow` pass (pipeline.audit.replay.task) then
 sorts each task's rows itself, into file order and into producer order, and walks each order a chunk at a time with
 the state the chunk before left: the whole replay costs one exchange, and no Spark sort.
 """
@@ -27,9 +27,9 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.arrow_pass import ArrowPass
-from pipeline.audit.replay.plan.coordinator_version import with_coordinator_version
-from pipeline.audit.replay.plan.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
-from pipeline.audit.replay.plan.task import replay_rows
+from pipeline.audit.replay.coordinator_version import with_coordinator_version
+from pipeline.audit.replay.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
+from pipeline.audit.replay.task import replay_rows
 from pipeline.config import AuditSettings
 from pipeline.small_inputs import broadcast_unless_small
 from schemas.batches import STATUS_OK, STATUS_TRUNCATED
@@ -46,7 +46,7 @@ REPLICA = [*TP, "broker_id"]
 # appending to the replica would make the rows written before stale.
 REPLICA_FACTS = ["first_segment_base_offset", "last_segment_base_offset", "partition_max_timestamp"]
 # How a replica is known to be compacted, if it is (`compacted_by`), and its cleaner's checkpoint: on every row, and
-# part of what a kept replay of its partition must still say to be gone on from (pipeline.audit.replay.plan.files).
+# part of what a kept replay of its partition must still say to be gone on from (pipeline.audit.replay.files).
 COMPACTION = ["compacted_by", "cleaner_offset"]
 # The log start offset the replica's log-start-offset-checkpoint holds (DeleteRecords moves it inside a segment): on
 # every row, and part of what a kept replay of its partition must still say, as its compaction is.
@@ -186,8 +186,8 @@ def replay(
     """Every batch of the audited replicas with its file-order and producer state: the `replay` table.
 
     Each task of the partitions `prepare_batches` made sorts its rows into file order, then into producer order,
-    and walks each order a chunk at a time (pipeline.audit.replay.plan.task). `transaction_log`, when ingested,
-    gives the transaction version the coordinator recorded (pipeline.audit.replay.plan.coordinator_version); `checkpoints`,
+    and walks each order a chunk at a time (pipeline.audit.replay.task). `transaction_log`, when ingested,
+    gives the transaction version the coordinator recorded (pipeline.audit.replay.coordinator_version); `checkpoints`,
     the cleaner's (`replica_facts`).
     """
     return replay_pass(batches, settings, transaction_log, checkpoints).frame()
@@ -200,7 +200,7 @@ def replay_pass(
     checkpoints: DataFrame | None = None,
 ) -> ArrowPass:
     """`replay` as the clustered rows and the pass over them, so that the pass's tasks can write the table
-    themselves (pipeline.audit.engine.run.scratch.Scratch.materialise_pass) instead of handing it back to the JVM."""
+    themselves (pipeline.audit.engine.scratch.Scratch.materialise_pass) instead of handing it back to the JVM."""
     rows = replay_input(batches, settings, transaction_log, checkpoints)
     schema = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
     replay_pass_function = partial(

@@ -1,8 +1,8 @@
 """Arrow side of the replay's producer pass: the compiled kernel over a sorted stream, a record batch at a time.
 
-The second walk of a replay task (pipeline.audit.replay.plan.task): the rows arrive sorted by replica and then
+The second walk of a replay task (pipeline.audit.replay.task): the rows arrive sorted by replica and then
 in producer order (producer id, producer row, base offset, segment, position), so each producer's rows come
-together, in the order the broker appended them. The kernel (pipeline.audit.replay.plan.producer_kernel) walks each record
+together, in the order the broker appended them. The kernel (pipeline.audit.replay.producer_kernel) walks each record
 batch with the state the previous one left (one producer's, never a replica's), and the rows leave with the
 PRODUCER_STATE_COLUMNS added. Only the transaction version and a TV2 abort's next data epoch wait: the version is a
 conclusion over all of a producer's rows, so the rows of the producer still being walked are held until its last
@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.audit.replay.plan import producer_kernel as K
-from pipeline.audit.replay.plan.arrow_columns import NONE, flag_values, group_starts, int64_values, key_at
-from pipeline.audit.replay.plan.task_rows import spill_file
+from pipeline.audit.replay import producer_kernel as K
+from pipeline.audit.replay.arrow_columns import NONE, flag_values, group_starts, int64_values, key_at
+from pipeline.audit.replay.task_rows import spill_file
 
 # one producer's rows
 GROUP_KEY = ["cluster_id", "topic", "partition", "broker_id", "producer_id", "is_producer_row"]

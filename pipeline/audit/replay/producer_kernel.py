@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from pipeline.audit.core.columns import SEQ_SPAN
-from pipeline.audit.replay.plan.arrow_columns import NONE
+from pipeline.audit.replay.arrow_columns import NONE
 from pipeline.sources.jit import CACHE_KERNELS
 
 CONTROL_ABORT = 0
@@ -30,7 +30,7 @@ CONTROL_COMMIT = 1
 DUPLICATE_WINDOW = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 WRAP_JUMP = 1 << 30  # a backwards step larger than this between batches is a wrap, not a retry
 
-# transaction_version codes (labels in pipeline.audit.replay.plan.producer_arrow.version_labels)
+# transaction_version codes (labels in pipeline.audit.replay.producer_arrow.version_labels)
 (
     VERSION_NONE,
     VERSION_ASSUMED_1,

@@ -1,7 +1,7 @@
 """The copies of one partition against each other, taken where its rows are: the rows of the
 `replica_divergence.copies` frame before they are located (pipeline.audit.rules.replicas says what they mean).
 
-A replay task holds whole partitions, every broker's copy (pipeline.audit.replay.plan.files), so it reads each copy's batch
+A replay task holds whole partitions, every broker's copy (pipeline.audit.replay.files), so it reads each copy's batch
 headers itself, a window of base offsets at a time: no batch of any copy is exchanged by offset, and a task holds the
 headers of one window, whatever the size of the partition. When the replay exchanges its rows instead (a columnar
 export, a DataFrame), Spark groups the copies' headers by partition and the same function compares them

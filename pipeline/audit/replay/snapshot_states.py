@@ -5,7 +5,7 @@ snapshot rules (§6.6) compare it with the replay's state of the same producer a
 highest epoch, its last accepted data batch, the last marker's coordinator epoch, its open transaction. As a Spark
 window that is a sort of every producer row of the snapshots' producers with the snapshot offsets, the costliest
 plan of a large run. The replay already wrote those rows in that order: each of its tasks handles whole partitions
-and writes one file, each replica's rows one producer after another in offset order (pipeline.audit.replay.plan.task).
+and writes one file, each replica's rows one producer after another in offset order (pipeline.audit.replay.task).
 So one task per replay file reads it with pyarrow, walks each producer's rows once keeping running values (numba), and
 takes each snapshot offset's state from the rows below it, each producer's keys in offset order. Memory is about
 50 bytes per producer row of the file (seven columns), held in memory, not spilled; no row is sorted or exchanged
@@ -30,8 +30,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.arrow_pass import ArrowPass
-from pipeline.audit.replay.plan.arrow_columns import NONE, group_starts
-from pipeline.audit.replay.plan.plan import TP
+from pipeline.audit.replay.arrow_columns import NONE, group_starts
+from pipeline.audit.replay.plan import TP
 from pipeline.sources.filesystems import resolve
 from pipeline.sources.jit import CACHE_KERNELS
 from schemas.snapshot_states import SNAPSHOT_STATES

@@ -1,10 +1,10 @@
-"""The replay of one task's rows: the `mapInArrow` function of the replay pass (pipeline.audit.replay.plan.plan).
+"""The replay of one task's rows: the `mapInArrow` function of the replay pass (pipeline.audit.replay.plan).
 
-The rows arrive in no particular order, read from the task's files (pipeline.audit.replay.plan.files) or as the
+The rows arrive in no particular order, read from the task's files (pipeline.audit.replay.files) or as the
 exchange left them: every replica of the task's partitions is in it. The task keeps them
-(pipeline.audit.replay.plan.task_rows), sorts them into file order (replica, segment, position, source file) for the
-file-order state (pipeline.audit.replay.plan.file_order), then into producer order (replica, producer id, producer row, base
-offset, segment, position, source file) for the compiled producer walk (pipeline.audit.replay.plan.producer_arrow), and hands
+(pipeline.audit.replay.task_rows), sorts them into file order (replica, segment, position, source file) for the
+file-order state (pipeline.audit.replay.file_order), then into producer order (replica, producer id, producer row, base
+offset, segment, position, source file) for the compiled producer walk (pipeline.audit.replay.producer_arrow), and hands
 back every row once with both kinds of state. Both walks take the rows a chunk at a time with the state the chunk before
 left.
 
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from pipeline.audit.replay.plan.file_order import REPLICA_KEY, FileOrderCarry, with_file_order
-from pipeline.audit.replay.plan.producer_arrow import ProducerEnds, with_producer_state
-from pipeline.audit.replay.plan.task_rows import TaskRows, in_order, sort_order
+from pipeline.audit.replay.file_order import REPLICA_KEY, FileOrderCarry, with_file_order
+from pipeline.audit.replay.producer_arrow import ProducerEnds, with_producer_state
+from pipeline.audit.replay.task_rows import TaskRows, in_order, sort_order
 from schemas.replay import FILE_ORDER_COLUMNS
 
 REPLICA = REPLICA_KEY  # one replica of a partition

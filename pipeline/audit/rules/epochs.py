@@ -1,7 +1,7 @@
 """Epoch and fencing rules EPO-001..EPO-007 (spec §6.3).
 
 EPO-003/004/005 judge a marker by the transaction version of the transaction it closes (`is_tv2` of the
-replay): configured, recorded by the coordinator, or inferred (pipeline.audit.replay.plan.producer_kernel). Every abort
+replay): configured, recorded by the coordinator, or inferred (pipeline.audit.replay.producer_kernel). Every abort
 bumps a TV2 transaction's epoch once, the coordinator's (fence, timeout) as the client's (spec §3.4, KAFKA-19367),
 so on the partition a TV2 fence by a new instance shows only in the producer's next data, at two above the
 aborted data (`next_data_epoch`); a timeout, which the same producer goes on from, shows only in the
@@ -15,7 +15,7 @@ from pipeline.audit.core.context import AuditContext
 from pipeline.audit.core.expr import Expr
 from pipeline.audit.core.frames import PRODUCER_BATCHES
 from pipeline.audit.core.registry import Fires, check, rule
-from pipeline.audit.replay.plan.plan import CONTROL_ABORT
+from pipeline.audit.replay.plan import CONTROL_ABORT
 
 EPOCH_MAX = 32767
 

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import TP
+from pipeline.audit.replay.plan import TP
 from schemas.file_problems import (
     PROBLEM_FILE_NAME,
     PROBLEM_LEADER_EPOCH_CHECKPOINT,

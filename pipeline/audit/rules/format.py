@@ -14,7 +14,7 @@ from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.expr import Expr
 from pipeline.audit.core.frames import BATCHES
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import CONTROL_ABORT, CONTROL_COMMIT, TP, audited_broker
+from pipeline.audit.replay.plan import CONTROL_ABORT, CONTROL_COMMIT, TP, audited_broker
 from schemas.batches import STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
 
 MAX_CODEC_ID = 4  # zstd

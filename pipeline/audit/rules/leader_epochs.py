@@ -15,7 +15,7 @@ from pipeline.audit.core import expr as E
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import COMPACTION, LOG_START, TP
+from pipeline.audit.replay.plan import COMPACTION, LOG_START, TP
 from schemas.batches import STATUS_OK
 
 EPOCH_CHECKPOINT_ORDER = rule(
@@ -131,7 +131,7 @@ def epoch_checkpoint_order(ctx: AuditContext) -> Fires:
 
 def epoch_start_parts() -> Mergeable:
     """Per audited replica and leader epoch, its first retained v2 batch, in parts the replay's tasks take of the rows
-    they replay (pipeline.audit.replay.plan.task_outputs): no plan scans the replay for it. Retained: at or above the log
+    they replay (pipeline.audit.replay.task_outputs): no plan scans the replay for it. Retained: at or above the log
     start, which is the log's first batch or, when higher, the checkpointed log start (DeleteRecords moves it inside
     a segment), which every replayed row carries."""
     retained = E.col(LOG_START).isNull() | (E.col("last_offset") >= E.col(LOG_START))

@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import TP, topic_matches
-from pipeline.audit.replay.plan.replica_copies import copies_by_exchange
+from pipeline.audit.replay.plan import TP, topic_matches
+from pipeline.audit.replay.replica_copies import copies_by_exchange
 from schemas.batches import STATUS_OK
 
 SECTION = "6.10"
@@ -109,7 +109,7 @@ def COPIES(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa:
     reference copy's or is missing, with both batches (`copy` null when missing); null when the copy agrees
     throughout. `copy_last`, `others_last`: the last offsets this copy and the other copies hold. Located at the
     departure, else at the offsets past the other copies' end. Compared where the copies' rows are, by the replay's
-    tasks or by a task per partition (pipeline.audit.replay.plan.replica_copies): no batch is exchanged by offset.
+    tasks or by a task per partition (pipeline.audit.replay.replica_copies): no batch is exchanged by offset.
     """
     copies = inputs.copies if inputs.copies is not None else copies_by_exchange(_readable(inputs, ctx))
     departing = F.col("departure").isNotNull()

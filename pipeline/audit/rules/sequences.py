@@ -174,7 +174,7 @@ def _evidence(**extra: Expr) -> dict[str, Expr]:
     }
 
 
-# The conditions below describe one row of PRODUCER_BATCHES against the state before it (pipeline.audit.replay.plan.plan).
+# The conditions below describe one row of PRODUCER_BATCHES against the state before it (pipeline.audit.replay.plan).
 def _known() -> Expr:
     return E.col("state_epoch").isNotNull()
 

@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import COMPACTION, TP, topic_matches
-from pipeline.audit.replay.plan.snapshot_states import by_snapshot
+from pipeline.audit.replay.plan import COMPACTION, TP, topic_matches
+from pipeline.audit.replay.snapshot_states import by_snapshot
 from pipeline.config import AuditSettings
 
 SNAPSHOT_OK = "ok"

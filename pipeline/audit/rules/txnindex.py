@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import CONTROL_ABORT, CONTROL_COMMIT, TP
-from pipeline.audit.state.materialised.segments import NEVER, segment_ranges
+from pipeline.audit.replay.plan import CONTROL_ABORT, CONTROL_COMMIT, TP
+from pipeline.audit.state.segments import NEVER, segment_ranges
 from pipeline.small_inputs import broadcast_unless_small
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_EMPTY
 
@@ -225,7 +225,7 @@ def audited_replicas(segments: DataFrame, *side_files: DataFrame | None) -> Data
     """Replicas the audit reads that came from log directories, where .txnindex files sit beside segments, and
     the partitions read from dump text whose dump also printed such files: `side_files` (the txn_index and
     producer_snapshots tables, None when absent) say which, by their dump-text rows. `segments`: the replay's
-    (pipeline.audit.state.materialised.segments)."""
+    (pipeline.audit.state.segments)."""
     replicas = segments.where(F.col("source_format") == SEGMENT_FORMAT)
     printed = [
         files.where(F.col("source_format") == DUMPLOG_FORMAT).select(*TP) for files in side_files if files is not None

@@ -15,8 +15,8 @@ from pipeline.audit.core.context import AuditContext
 from pipeline.audit.core.frames import OPEN_TRANSACTIONS, PARTITIONS
 from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.core.registry import Fires, check, rule
-from pipeline.audit.replay.plan.plan import COMPACTION, LOG_START, TP
-from pipeline.audit.state.materialised.segments import partition_facts
+from pipeline.audit.replay.plan import COMPACTION, LOG_START, TP
+from pipeline.audit.state.segments import partition_facts
 from pipeline.config import AuditSettings
 from pipeline.small_inputs import broadcast_unless_small
 from schemas.batches import STATUS_LEGACY, STATUS_OK
@@ -106,7 +106,7 @@ def open_transactions(
 ) -> DataFrame:
     """Open transactions with their reference time, whether they hang, and the checkpointed log start; the
     partition's newest timestamp, compaction and checkpointed log start come from its `segments`
-    (pipeline.audit.state.materialised.segments)."""
+    (pipeline.audit.state.segments)."""
     facts = partition_facts(segments)
     limit = settings.transaction_max_timeout_ms + LATE_TRANSACTION_BUFFER_MS
     return (
@@ -216,7 +216,7 @@ def partition_offsets(
     `segments` are the replay's `partition_producer_parts` and `segment_parts`.
 
     The log start is the first retained offset, or the checkpointed one when it is higher (DeleteRecords
-    moves it inside a segment): `segments` carry it, as every replayed row does (pipeline.audit.replay.plan.plan.LOG_START).
+    moves it inside a segment): `segments` carry it, as every replayed row does (pipeline.audit.replay.plan.LOG_START).
     """
     readable = F.col("entry_status").isin(STATUS_OK, STATUS_LEGACY)
     data = readable & ~F.coalesce(F.col("is_control"), F.lit(False))

@@ -31,7 +31,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.replay.plan.plan import TP, TP_PID
+from pipeline.audit.replay.plan import TP, TP_PID
 from pipeline.audit.rules.cross_checks.markers import latest_decisions
 from pipeline.audit.rules.cross_checks.producers import CLUSTER_PRODUCER, latest_per_id, ongoing_partitions, tp_name
 from pipeline.audit.rules.transaction_log.records import DEAD

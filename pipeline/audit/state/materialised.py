@@ -1,11 +1,11 @@
 """The audit's state, materialised once per run: what every frame and output table reads.
 
-`replay` (every entry with file-order and producer state, pipeline.audit.replay.plan.plan) is computed with one exchange
+`replay` (every entry with file-order and producer state, pipeline.audit.replay.plan) is computed with one exchange
 of the batches; `transactions`, `producer_state` and `epoch_starts` (aggregated from parts the replay's tasks
 take, merged with those a run keeps beside a kept replay: pipeline.audit.kept.tables), `replicas`,
 `open_transactions`, `partitions`, `transaction_causes` and `coordinator_records` are aggregates and joins of it,
 each a small plan over scans (`epoch_starts` a join built into the plans that read it); `snapshot_states` is read
-from the replay's files by a pass of its own (pipeline.audit.replay.plan.snapshot_states).
+from the replay's files by a pass of its own (pipeline.audit.replay.snapshot_states).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.mergeable import Mergeable
-from pipeline.audit.engine.run.scratch import Scratch
+from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.coordinator import coordinator_records
 from pipeline.audit.kept.tables import kept_parts
-from pipeline.audit.replay.plan.files import Keeping, replay_kept
-from pipeline.audit.replay.plan.plan import replay_pass
-from pipeline.audit.replay.plan.replica_copies import COPIES_TABLE
-from pipeline.audit.replay.plan.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
-from pipeline.audit.replay.plan.task_outputs import checked_pass, parts_table, task_outputs
+from pipeline.audit.replay.files import Keeping, replay_kept
+from pipeline.audit.replay.plan import replay_pass
+from pipeline.audit.replay.replica_copies import COPIES_TABLE
+from pipeline.audit.replay.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
+from pipeline.audit.replay.task_outputs import checked_pass, parts_table, task_outputs
 from pipeline.audit.rules.leader_epochs import epoch_start_parts, epoch_starts
 from pipeline.audit.rules.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.rules.transactions import (
@@ -42,8 +42,8 @@ from pipeline.audit.rules.visibility import (
     partition_offsets,
     partition_producer_parts,
 )
-from pipeline.audit.state.materialised.hanging import transaction_causes
-from pipeline.audit.state.materialised.segments import segment_parts
+from pipeline.audit.state.hanging import transaction_causes
+from pipeline.audit.state.segments import segment_parts
 from pipeline.tables.files_per_partition import FileGroup
 
 
@@ -71,7 +71,7 @@ def build_state(
 
     `side` holds the side tables (absent ones None). `batch_files`, the files of `batches` by partition, with
     `keeping`, where the run keeps its replay, lets the replay's tasks read them themselves and go on from the
-    replay an earlier run kept (pipeline.audit.replay.plan.files) instead of exchanging the rows. State that only the
+    replay an earlier run kept (pipeline.audit.replay.files) instead of exchanging the rows. State that only the
     frames of a side table read is not built when `empty_tables` names it.
     """
     settings = ctx.settings

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.replay.plan.plan import TP
+from pipeline.audit.replay.plan import TP
 from pipeline.audit.rules.visibility import checkpointed_offsets
 from schemas.checkpoints import REPLICATION_OFFSET
 from schemas.read_committed import HW_FROM_CHECKPOINT, HW_FROM_LOG_END, KIND_ABORTED, KIND_PARTITION

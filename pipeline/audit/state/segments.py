@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core import expr as E
 from pipeline.audit.core.mergeable import Mergeable, Part
-from pipeline.audit.replay.plan.plan import COMPACTION, LOG_START, TP
+from pipeline.audit.replay.plan import COMPACTION, LOG_START, TP
 
 NEVER = (1 << 63) - 1  # an offset past every other: the next segment of the last one, a transaction never closed
 
@@ -49,7 +49,7 @@ def segment_ranges(segments: DataFrame) -> DataFrame:
 
 def partition_facts(segments: DataFrame) -> DataFrame:
     """Per partition: the newest timestamp of its batches, whether it is compacted, how that is known, its cleaner
-    checkpoint (pipeline.audit.replay.plan.plan.COMPACTION) and its checkpointed log start (`LOG_START`)."""
+    checkpoint (pipeline.audit.replay.plan.COMPACTION) and its checkpointed log start (`LOG_START`)."""
     return segments.groupBy(*TP).agg(
         F.max("max_timestamp").alias("partition_max_timestamp"),
         F.max("is_compacted").alias("is_compacted"),

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import TP
+from pipeline.audit.replay.plan import TP
 from pipeline.audit.rules.transaction_log.records import COMPLETE_STATES, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 from schemas.transactions import OUTCOME_OPEN
 

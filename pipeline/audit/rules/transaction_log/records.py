@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pipeline.audit.core.columns import INT32_MAX
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import TP
-from pipeline.audit.state.materialised.partition_sets import partition_set
+from pipeline.audit.replay.plan import TP
+from pipeline.audit.state.partition_sets import partition_set
 from schemas.checkpoints import CLEANER_OFFSET
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = range(8)

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan.plan import TP
+from pipeline.audit.replay.plan import TP
 from pipeline.audit.rules.transaction_log.records import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
