@@ -171,7 +171,7 @@ show(findings.orderBy(severity_rank.desc(), "topic", "partition", "base_offset")
 
 # COMMAND ----------
 
-from pipeline.audit.core.registry import SEVERITIES  # noqa: E402
+from schemas.findings import SEVERITIES  # noqa: E402
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN  # noqa: E402
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pipeline import __version__
-from pipeline.audit.core.registry import SEVERITIES
+from schemas.findings import SEVERITIES
 
 FAIL_ON_CHOICES = (*SEVERITIES, "never")
 TRANSACTION_VERSIONS = ("auto", "1", "2")

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.arguments import build_parser, require_inputs
-from pipeline.audit.core.registry import severity_at_least
 from pipeline.config import ConfigError, Settings, load_settings
 from pipeline.errors import InputError
 from pipeline.termination import Terminated, terminated_as_error
+from schemas.findings import severity_at_least
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 import schemas
 from pipeline import __version__
-from pipeline.audit.core.registry import FRAMES, SEVERITIES
+from pipeline.audit.core.registry import FRAMES
 from pipeline.audit.engine.run import SIDE_TABLES, run_audit
 from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.coordinator import KEPT_TABLES
@@ -85,6 +85,7 @@ from pipeline.tables.publication import (
 from pipeline.tables.stats import logged_partitions
 from pipeline.tables.store import TableStore, cluster_topics, of_pairs
 from pipeline.tables.upgrade import LAYOUT_VERSION, outdated_tables, upgrade_tables
+from schemas.findings import SEVERITIES
 
 log = logging.getLogger(__name__)
 

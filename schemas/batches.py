@@ -9,6 +9,11 @@ The audit keys (topic, partition, producer_id, base_offset) come first so Delta 
 
 from pyspark.sql import types as T
 
+# ControlRecordType ids: the key of a control record (spec §1.3); ABORT and COMMIT are transaction markers.
+CONTROL_TYPES = ("ABORT", "COMMIT", "LeaderChange", "SnapshotHeader", "SnapshotFooter", "KRaftVersion", "KRaftVoters")
+CONTROL_ABORT = CONTROL_TYPES.index("ABORT")
+CONTROL_COMMIT = CONTROL_TYPES.index("COMMIT")
+
 # entry_status values
 STATUS_OK = "ok"
 STATUS_LEGACY = "legacy"  # magic 0/1 message set: recognised and skipped for producer state

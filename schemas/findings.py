@@ -25,6 +25,18 @@ FINDINGS = T.StructType(
 
 FINDINGS_PARTITION_BY = ["cluster_id", "topic"]
 
+# The finding a check makes: every column but the run's id, in the table's order.
+FINDING_FIELDS = tuple(field.name for field in FINDINGS.fields if field.name != "run_id")
+
+SEVERITIES = ("INFO", "WARN", "ERROR", "CRITICAL")
+SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+
+
+def severity_at_least(threshold: str) -> tuple[str, ...]:
+    """Severities that reach `threshold` (for --fail-on)."""
+    return tuple(s for s in SEVERITIES if SEVERITY_RANK[s] >= SEVERITY_RANK[threshold])
+
+
 # What each column means, one line each; docs/tables.md shows them (`python -m pipeline.tables.catalog`).
 COLUMN_MEANINGS = {
     "run_id": "run that wrote the row",

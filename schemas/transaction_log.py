@@ -29,6 +29,9 @@ TRANSACTION_STATES = (
     "Dead",
     "PrepareEpochFence",
 )
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = (
+    TRANSACTION_STATES.index(name) for name in TRANSACTION_STATES
+)
 
 # What a version-1 value means when it does not carry a tagged field (TransactionLogValue.json defaults).
 V1_TAGGED_FIELD_DEFAULTS = {

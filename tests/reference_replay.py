@@ -13,11 +13,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline.audit.core.columns import SEQ_SPAN, window_cleared
-from pipeline.audit.replay.plan import PRODUCER, TP
-from pipeline.audit.replay.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT, DUPLICATE_WINDOW, WRAP_JUMP
-from pipeline.audit.replay.task import FILE_ORDER, ORDER, REPLICA
+from pipeline.audit.replay.plan import PRODUCER
+from pipeline.audit.replay.producer_kernel import DUPLICATE_WINDOW, WRAP_JUMP
+from pipeline.audit.replay.task import FILE_ORDER, ORDER
 from pipeline.config import AuditSettings
-from schemas.batches import STATUS_LEGACY, STATUS_OK
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT, STATUS_LEGACY, STATUS_OK
+from schemas.keys import REPLICA, TP
 
 
 def with_file_order_state(df: DataFrame) -> DataFrame:

@@ -3,7 +3,8 @@
 import pytest
 
 from pipeline.audit import catalog
-from pipeline.audit.core.registry import RULES, SEVERITIES, Rule
+from pipeline.audit.core.registry import RULES, Rule
+from schemas.findings import SEVERITIES
 
 
 def test_catalog_is_up_to_date():

@@ -6,13 +6,14 @@ from logbuilder import PartitionLog
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from pipeline.audit.replay.plan import TP, replay
+from pipeline.audit.replay.plan import replay
 from pipeline.audit.rules.transaction_log.records import audited_records
 from pipeline.audit.rules.transactions import markers_of, transaction_parts
 from pipeline.audit.state.global_transactions import build_global_transactions
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_OK
 from schemas.global_transactions import GLOBAL_TRANSACTIONS
+from schemas.keys import TP
 from schemas.transaction_log import TRANSACTION_LOG
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)

@@ -15,11 +15,13 @@ from kafka.record.memory_records import MemoryRecords
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, encode_txnindex_entry, segment_file_name
-from pipeline.sources.kafka_format.layout import CONTROL_ABORT, CONTROL_COMMIT, DECODED_SCHEMA
+from pipeline.sources.kafka_format.layout import DECODED_SCHEMA
 from pipeline.sources.kafka_format.v2_columns import last_sequence
 from pipeline.sources.kafka_format.windows import decode_segment, decode_window, iter_decoded
 from schemas.batches import (
     BATCHES,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
     STATUS_BAD_MAGIC,
     STATUS_LEGACY,
     STATUS_OK,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.samples import START_TIMESTAMP, TIMESTAMP_STEP, generate
-from pipeline.sources.kafka_format.layout import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.sources.kafka_format.windows import decode_segment
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT
 
 PARTITIONS = ["orders-0", "orders-1", "payments-0", "payments.audit-log-2"]
 

@@ -17,7 +17,6 @@ import schemas
 from pipeline.audit.core.context import AuditContext
 from pipeline.audit.engine.run import SIDE_TABLES, _in_known_cluster
 from pipeline.audit.replay.files import Keeping
-from pipeline.audit.replay.plan import TP
 from pipeline.audit.replay.snapshot_states import ReplayUnit, by_snapshot, states_of_unit
 from pipeline.audit.rules.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.state.materialised import build_state
@@ -26,6 +25,7 @@ from pipeline.config import AuditSettings
 from pipeline.generate.segment_writer import snapshot_bytes
 from pipeline.sources.kafka_format.encoding import encode_batch, segment_file_name
 from pipeline.tables.store import TableStore
+from schemas.keys import TP
 from tests import reference_replay
 from tests.broker_dirs import apart_by_partition
 

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 import pipeline.audit.rules  # noqa: F401  (registers every rule, frame and check)
-from pipeline.audit.core.registry import CHECKS, FRAMES, RULES, SEVERITIES, Rule
+from pipeline.audit.core.registry import CHECKS, FRAMES, RULES, Rule
+from schemas.findings import SEVERITIES
 
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
 SECTIONS = {

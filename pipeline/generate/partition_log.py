@@ -29,7 +29,8 @@ from pipeline.generate.encode import MARKER_BYTES, RECORD_BYTES, Chunk, Encoded,
 from pipeline.generate.rand import Rng
 from pipeline.generate.segment_writer import SegmentWriter, snapshot_bytes
 from pipeline.sources.kafka_format.encoding import encode_batch, encode_txnindex_entry, segment_file_name
-from pipeline.sources.kafka_format.layout import ATTR_TRANSACTIONAL, CONTROL_ABORT, RECORD_BATCH_OVERHEAD
+from pipeline.sources.kafka_format.layout import ATTR_TRANSACTIONAL, RECORD_BATCH_OVERHEAD
+from schemas.batches import CONTROL_ABORT
 
 MAX_SEQUENCE = 0x7FFFFFFF
 CHUNK_ENTRIES = 16384

@@ -13,8 +13,8 @@ from typing import Any
 from deltalake import DeltaTable
 
 from pipeline.generate import ground_truth
+from schemas.findings import SEVERITY_RANK
 
-SEVERITY_RANK = {"INFO": 0, "WARN": 1, "ERROR": 2, "CRITICAL": 3}
 FINDING_COLUMNS = ["rule_code", "severity", "topic", "partition", "producer_id", "base_offset", "message"]
 
 

@@ -17,10 +17,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 import schemas
-from pipeline.audit.core.registry import SEVERITIES
 from pipeline.reports.gather import Query, Rows, Section, gather
 from pipeline.tables.publication import AUDIT_COMMANDS, RUNS_TABLE, STATUS_SUCCEEDED, PublishedRun
 from pipeline.tables.store import TableStore
+from schemas.findings import SEVERITIES
 
 log = logging.getLogger(__name__)
 

@@ -12,17 +12,17 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.core.registry import SEVERITIES
 from pipeline.audit.rules.visibility import abort_command
 from pipeline.reports.gather import Query, Rows, Section, top
 from pipeline.reports.run_rows import RunRows
+from schemas.findings import SEVERITIES
+from schemas.keys import REPLICA
 from schemas.transactions import OUTCOME_OPEN
 
 HANGING_RULE = "LSO-002"  # its findings name the open transactions a healthy coordinator would have aborted
 # Decade buckets of transaction durations: bucket i holds [10^(i-1), 10^i) ms, bucket 0 holds 0 ms.
 DURATION_BUCKETS = ("0 ms", "1-9 ms", "10-99 ms", "0.1-1 s", "1-10 s", "10-100 s", "100-1000 s", ">= 1000 s")
 TIMELINE_BINS = 40
-TP = ["cluster_id", "topic", "partition", "broker_id"]
 
 
 def detail_sections(rows: RunRows, top_n: int) -> dict[str, Section]:
@@ -50,9 +50,9 @@ def lso_section(partitions: DataFrame, top_n: int) -> Section:
         F.count(F.lit(1)).alias("lagging_partitions"), F.coalesce(F.max("lso_lag"), F.lit(0)).alias("max_lag")
     )
     listed = lagging.select(
-        *TP, "log_end_offset", "last_stable_offset", "lso_lag", "open_transactions", "hanging_transactions"
+        *REPLICA, "log_end_offset", "last_stable_offset", "lso_lag", "open_transactions", "hanging_transactions"
     )
-    worst_first = (F.col("lso_lag").desc(), *[F.col(c).asc_nulls_last() for c in TP])
+    worst_first = (F.col("lso_lag").desc(), *[F.col(c).asc_nulls_last() for c in REPLICA])
     return Section({"totals": Query(totals), "worst": top(listed, worst_first, top_n)}, shape)
 
 
@@ -66,10 +66,10 @@ def open_transactions_section(transactions: DataFrame, findings: DataFrame, top_
 
     hanging = (
         findings.where(F.col("rule_code") == HANGING_RULE)
-        .select(*TP, "producer_id", F.col("base_offset").alias("first_offset"), F.lit(True).alias("hanging"))
+        .select(*REPLICA, "producer_id", F.col("base_offset").alias("first_offset"), F.lit(True).alias("hanging"))
         .distinct()
     )
-    keys = [*TP, "producer_id", "first_offset"]
+    keys = [*REPLICA, "producer_id", "first_offset"]
     open_rows = (
         transactions.where(F.col("outcome") == OUTCOME_OPEN)
         .join(hanging, on=_null_safe(transactions, hanging, keys), how="left")
@@ -118,11 +118,11 @@ def producers_section(partitions: DataFrame, top_n: int) -> Section:
     bucket = F.when(F.col("producer_count") <= 0, F.lit(0)).otherwise(
         F.floor(F.log2(F.col("producer_count"))).cast("int") + 1
     )
-    busiest_first = (F.col("producer_count").desc(), *[F.col(c).asc_nulls_last() for c in TP])
+    busiest_first = (F.col("producer_count").desc(), *[F.col(c).asc_nulls_last() for c in REPLICA])
     return Section(
         {
             "counts": Query(partitions.groupBy(bucket.alias("bucket")).count()),
-            "busiest": top(partitions.select(*TP, "producer_count", "batch_count"), busiest_first, top_n),
+            "busiest": top(partitions.select(*REPLICA, "producer_count", "batch_count"), busiest_first, top_n),
         },
         shape,
     )

@@ -10,9 +10,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.core.registry import SEVERITIES
 from pipeline.tables.files import children, filesystem, remove_tree
-from schemas.findings import FINDINGS
+from schemas.findings import FINDINGS, SEVERITIES
 
 FILE_NAME = "findings.jsonl"
 FIELDS = tuple(FINDINGS.fieldNames())  # every column of the `findings` table, in its order

@@ -11,9 +11,10 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.audit.core.registry import RULES, SEVERITIES
+from pipeline.audit.core.registry import RULES
 from pipeline.reports import charts
 from pipeline.reports.formatting import offsets, place, producer, reference_time, unknown_dump_lines_note, utc
+from schemas.findings import SEVERITIES
 
 STYLE = """
 :root { --ink: #111827; --muted: #6b7280; --line: #e5e7eb; --panel: #f9fafb; }

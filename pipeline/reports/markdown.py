@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.audit.core.registry import SEVERITIES
 from pipeline.reports.formatting import offsets, place, producer, reference_time, unknown_dump_lines_note, utc
+from schemas.findings import SEVERITIES
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]|#~])")
 _MESSAGE_WIDTH = 160

@@ -15,11 +15,12 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.core.registry import RULES, SEVERITIES
+from pipeline.audit.core.registry import RULES
 from pipeline.reports.formatting import cluster_name, unknown_dump_lines_note
 from pipeline.reports.gather import Query, Rows, Section, top
 from pipeline.reports.run_rows import RunRows
 from pipeline.tables.files import filesystem
+from schemas.findings import SEVERITIES
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
 
 # Raised whenever a key is added, renamed or removed; 2: format_version became schema_version; 3: the cluster of

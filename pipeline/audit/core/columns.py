@@ -11,27 +11,10 @@ from pyspark.sql.window import WindowSpec
 from pipeline.audit.core import expr as E
 from pipeline.audit.core.expr import Expr
 from pipeline.audit.core.registry import Fires, Rule
+from schemas.findings import FINDING_FIELDS
 
 INT32_MAX = 2_147_483_647
 SEQ_SPAN = INT32_MAX + 1  # sequences wrap from Integer.MAX_VALUE to 0
-
-FINDING_FIELDS = (
-    "rule_code",
-    "rule_name",
-    "severity",
-    "topic",
-    "partition",
-    "producer_id",
-    "producer_epoch",
-    "base_offset",
-    "last_offset",
-    "segment",
-    "position",
-    "message",
-    "evidence",
-    "broker_id",
-    "cluster_id",
-)
 
 
 def next_sequence(last_sequence: Expr) -> Expr:

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import frame
-from pipeline.audit.replay.plan import TP
+from schemas.keys import TP
 
 
 @frame("batches", row_local=True)

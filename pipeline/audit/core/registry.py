@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pyspark.sql import Column, DataFrame
 
+from schemas.findings import SEVERITY_RANK
+
 if TYPE_CHECKING:
     from pipeline.audit.core.context import AuditContext, AuditInputs
-
-SEVERITIES = ("INFO", "WARN", "ERROR", "CRITICAL")
-SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 
 
 class Fires(NamedTuple):
@@ -168,8 +167,3 @@ def check(target: Rule, on: Frame) -> Callable[[CheckFunction], CheckFunction]:
         return function
 
     return register
-
-
-def severity_at_least(threshold: str) -> tuple[str, ...]:
-    """Severities that reach `threshold` (for --fail-on)."""
-    return tuple(s for s in SEVERITIES if SEVERITY_RANK[s] >= SEVERITY_RANK[threshold])

@@ -16,9 +16,10 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from pipeline.audit.core.columns import FINDING_FIELDS, LOCATION
+from pipeline.audit.core.columns import LOCATION
 from pipeline.audit.core.expr import Expr, Rows, as_array, col, lit
 from pipeline.audit.core.registry import CHECKS, FRAMES, Fires, Rule
+from schemas.findings import FINDING_FIELDS
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.core.columns import FINDING_FIELDS
 from pipeline.audit.core.registry import RULES
+from schemas.findings import FINDING_FIELDS
 
 KEY = ("rule_code", "severity", "cluster_id", "topic", "partition", "broker_id", "producer_id")
 

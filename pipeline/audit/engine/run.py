@@ -32,7 +32,6 @@ from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.coordinator import CoordinatorOutcome, changed_records, has_findings, with_kept_findings
 from pipeline.audit.kept.findings import earlier_findings, kept_for
 from pipeline.audit.replay.files import Keeping, ReplayOutcome
-from pipeline.audit.replay.plan import TP, TP_PID
 from pipeline.audit.replay.task_outputs import findings_table
 from pipeline.audit.state.global_transactions import build_global_transactions
 from pipeline.audit.state.hanging import CAUSE_COLUMNS
@@ -42,6 +41,7 @@ from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import FileGroup
 from schemas.findings import FINDINGS
 from schemas.global_transactions import GLOBAL_TRANSACTIONS
+from schemas.keys import TP, TP_PID
 from schemas.partition_summary import PARTITION_SUMMARY
 from schemas.producer_state import PRODUCER_STATE
 from schemas.read_committed import READ_COMMITTED

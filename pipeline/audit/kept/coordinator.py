@@ -21,13 +21,13 @@ from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.replay import KeptReplay
 from pipeline.audit.replay.files import Keeping
 from pipeline.audit.rules.transaction_log.records import audited_rows, records_of
+from schemas.keys import TP
 
 log = logging.getLogger(__name__)
 
 RECORDS = "coordinator_records"
 SOURCES = "coordinator_sources"
 KEPT_TABLES = (RECORDS, SOURCES)  # the scratch tables a run keeps beside its replay
-PARTITION = ["cluster_id", "topic", "partition"]
 _UNCHANGED = "cluster_id string, topic string, partition int"
 
 
@@ -45,9 +45,7 @@ class CoordinatorOutcome:
 def sources(rows: DataFrame) -> DataFrame:
     """Per partition, a digest of the rows its records are made from: their count and the XOR of their hashes (every
     column: the record, its location, its replica and the replica's cleaner offset)."""
-    return rows.groupBy(*PARTITION).agg(
-        F.count(F.lit(1)).alias("rows"), F.bit_xor(F.xxhash64(*rows.columns)).alias("digest")
-    )
+    return rows.groupBy(*TP).agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(F.xxhash64(*rows.columns)).alias("digest"))
 
 
 def coordinator_records(
@@ -69,20 +67,20 @@ def coordinator_records(
         return records_of(rows)
     spark = transaction_log.sparkSession
     before = spark.read.parquet(earlier.tables[SOURCES])
-    same = now.join(before, on=[*PARTITION, "rows", "digest"], how="left_semi").select(*PARTITION)
+    same = now.join(before, on=[*TP, "rows", "digest"], how="left_semi").select(*TP)
     keeping.coordinator = CoordinatorOutcome([tuple(row) for row in same.collect()], earlier)  # a row per partition
     log.info(
         "coordinator records: %d partition(s) taken from the kept replay, the others derived again",
         len(keeping.coordinator.unchanged),
     )
     unchanged = keeping.coordinator.partitions(spark)
-    kept = spark.read.parquet(earlier.tables[RECORDS]).join(unchanged, on=PARTITION, how="left_semi")
-    return records_of(rows.join(unchanged, on=PARTITION, how="left_anti")).unionByName(kept)
+    kept = spark.read.parquet(earlier.tables[RECORDS]).join(unchanged, on=TP, how="left_semi")
+    return records_of(rows.join(unchanged, on=TP, how="left_anti")).unionByName(kept)
 
 
 def changed_records(records: DataFrame, outcome: CoordinatorOutcome) -> DataFrame:
     """The records of the partitions that were derived again."""
-    return records.join(outcome.partitions(records.sparkSession), on=PARTITION, how="left_anti")
+    return records.join(outcome.partitions(records.sparkSession), on=TP, how="left_anti")
 
 
 def has_findings(outcome: CoordinatorOutcome | None, frame: str) -> bool:
@@ -95,5 +93,5 @@ def with_kept_findings(outcome: CoordinatorOutcome, frame: str, found: DataFrame
     kept replay, as it kept them."""
     spark = found.sparkSession
     earlier = spark.read.schema(found.schema).parquet(outcome.earlier.row_findings[frame])
-    kept = earlier.join(outcome.partitions(spark), on=PARTITION, how="left_semi")
+    kept = earlier.join(outcome.partitions(spark), on=TP, how="left_semi")
     return found.unionByName(kept.select(*found.schema.fieldNames()))

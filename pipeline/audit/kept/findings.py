@@ -19,11 +19,12 @@ from pyspark.sql import types as T
 from pipeline.audit.engine.scratch import Scratch
 from pipeline.audit.kept.replay import write_kept
 from pipeline.audit.replay.files import Keeping, ReplayOutcome
+from schemas.keys import REPLICA
 
 log = logging.getLogger(__name__)
 
 # where a finding of a row frame is: the row's (pipeline.audit.core.columns.LOCATION)
-ROW = ["cluster_id", "topic", "partition", "broker_id", "segment", "position"]
+ROW = [*REPLICA, "segment", "position"]
 
 
 def kept_for(outcome: ReplayOutcome | None, frame: str) -> bool:

@@ -16,10 +16,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from schemas.transaction_log import TRANSACTION_STATES
-
-ONGOING = TRANSACTION_STATES.index("Ongoing")
-PRODUCER = ["cluster_id", "producer_id"]
+from schemas.keys import CLUSTER_PRODUCER
+from schemas.transaction_log import ONGOING
 
 
 def coordinator_versions(transaction_log: DataFrame) -> DataFrame:
@@ -33,7 +31,7 @@ def coordinator_versions(transaction_log: DataFrame) -> DataFrame:
             & F.col("client_transaction_version").isNotNull()
             & F.col("decode_error").isNull()
         )
-        .groupBy(*PRODUCER)
+        .groupBy(*CLUSTER_PRODUCER)
         .agg(
             F.min(F.when(is_tv2, F.col("producer_epoch"))).alias("tv2_from_epoch"),
             F.max(F.when(~is_tv2, F.col("producer_epoch"))).alias("tv1_through_epoch"),
@@ -47,7 +45,7 @@ def with_coordinator_version(rows: DataFrame, transaction_log: DataFrame | None)
     if transaction_log is None:
         return rows.withColumn("coordinator_version", F.lit(None).cast("int"))
     versions = F.broadcast(coordinator_versions(transaction_log))
-    return rows.join(versions, on=PRODUCER, how="left").select(
+    return rows.join(versions, on=CLUSTER_PRODUCER, how="left").select(
         *rows.columns, _version_at_epoch().alias("coordinator_version")
     )
 

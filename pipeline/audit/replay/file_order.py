@@ -20,9 +20,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.audit.replay.arrow_columns import NONE, group_starts, int64_values, key_at
 from schemas.batches import STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
+from schemas.keys import REPLICA
 from schemas.replay import FILE_ORDER_COLUMNS
 
-REPLICA_KEY = ["cluster_id", "topic", "partition", "broker_id"]
 _TYPES = {field.name: field.type for field in to_arrow_schema(FILE_ORDER_COLUMNS)}
 
 
@@ -83,7 +83,7 @@ def _with_columns(
     ends: dict[tuple, FileOrderCarry] | None,
 ) -> pa.RecordBatch:
     rows = pa.Table.from_batches([batch])
-    starts = group_starts(rows, REPLICA_KEY, carry.replica)
+    starts = group_starts(rows, REPLICA, carry.replica)
     status = rows.column("entry_status")
     readable = pc.is_in(status, pa.array([STATUS_OK, STATUS_LEGACY])).to_numpy(zero_copy_only=False)
     v2 = pc.and_(pc.equal(status, STATUS_OK), pc.equal(rows.column("magic"), 2))
@@ -106,7 +106,7 @@ def _with_columns(
     }
     columns["is_segment_first"][1:] |= segment[1:] != segment[:-1]
     for start, end in zip(bounds[:-1], bounds[1:], strict=True):
-        before = carry if start == 0 and not starts[0] else earlier.get(key_at(rows, start, REPLICA_KEY))
+        before = carry if start == 0 and not starts[0] else earlier.get(key_at(rows, start, REPLICA))
         if before is None:
             continue
         continued = slice(start, end)
@@ -120,12 +120,12 @@ def _with_columns(
         columns["_truncated_before"][continued] += before.truncated
         columns["is_segment_first"][start] = segment[start] != before.segment
     last = len(segment) - 1
-    if following is not None and key_at(following, 0, REPLICA_KEY) == key_at(rows, last, REPLICA_KEY):
+    if following is not None and key_at(following, 0, REPLICA) == key_at(rows, last, REPLICA):
         columns["next_entry_segment_base_offset"][last] = following.column("segment_base_offset")[0].as_py()
 
     def carry_at(row: int, into: FileOrderCarry) -> FileOrderCarry:
         """`into` as the replica of `row` leaves it after that row."""
-        into.replica = key_at(rows, row, REPLICA_KEY)
+        into.replica = key_at(rows, row, REPLICA)
         into.readable_last_offset = int(readable_last[row])
         into.max_last_offset = int(max(columns["max_last_offset_before"][row], readable_last[row]))
         into.max_leader_epoch = int(max(columns["max_leader_epoch_before"][row], v2_epoch[row]))

@@ -38,20 +38,19 @@ from pipeline.audit.replay.partition import PartitionFiles, replay_partition, wr
 from pipeline.audit.replay.plan import (
     COMPACTION,
     LOG_START,
-    REPLICA,
     audited_broker,
     replay_pass,
     replica_facts,
     topic_name_matches,
 )
-from pipeline.audit.replay.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.audit.replay.replica_copies import COPIES_SCHEMA, COPIES_TABLE, file_copies
 from pipeline.audit.replay.snapshot_states import ReplayUnit
 from pipeline.audit.replay.task_outputs import TableFiles, TaskOutputs
 from pipeline.config import AuditSettings
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_per_partition import FileGroup, cluster_of
-from schemas.batches import BATCHES, BATCHES_PARTITION_BY, STATUS_OK, STATUS_TRUNCATED
+from schemas.batches import BATCHES, BATCHES_PARTITION_BY, CONTROL_ABORT, CONTROL_COMMIT, STATUS_OK, STATUS_TRUNCATED
+from schemas.keys import REPLICA
 
 if TYPE_CHECKING:
     from pipeline.audit.kept.coordinator import CoordinatorOutcome

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.audit.kept.replay import ENDS
-from pipeline.audit.replay.file_order import REPLICA_KEY, FileOrderCarry
+from pipeline.audit.replay.file_order import FileOrderCarry
 from pipeline.audit.replay.producer_arrow import ProducerEnds
 from pipeline.audit.replay.task import ReplayEnds
 from pipeline.audit.replay.task_outputs import HeldTables, TableFiles, TaskOutputs
@@ -31,6 +31,7 @@ from pipeline.audit.replay.task_rows import TaskRows
 from pipeline.sources.filesystems import resolve
 from pipeline.tables.parquet_sink import COMPRESSION, ParquetFile, dictionary_columns
 from schemas.batches import STATUS_TRUNCATED
+from schemas.keys import REPLICA
 
 NEXT_ENTRY = "next_entry_segment_base_offset"  # null on a replica's last row only
 
@@ -151,7 +152,7 @@ class BodyFile:
 def _may_go_on(earlier: ReplayEnds, tails: pa.Table, changed_producers: frozenset[tuple[str, int]]) -> bool:
     """Every kept replica has its last row and no truncated tail before it, and no producer's coordinator versions
     changed."""
-    tail_keys = _keys(tails, REPLICA_KEY)
+    tail_keys = _keys(tails, REPLICA)
     if set(tail_keys) != set(earlier.replicas):
         return False
     for key, status in zip(tail_keys, tails["entry_status"].to_pylist(), strict=True):
@@ -175,7 +176,7 @@ def _go_on(
     rows it writes are held (`findings`) until it is known to have gone on."""
     if added is None:
         return PartitionReplay(None, tails, ends_table(earlier), whole=False)
-    tail_keys = _keys(tails, REPLICA_KEY)
+    tail_keys = _keys(tails, REPLICA)
     first_added: dict[tuple, int] = {}
     for key, rows in _by_replica(added):
         if key not in earlier.replicas:
@@ -240,7 +241,7 @@ def _with_last_segment(rows: pa.Table, last_segments: dict[tuple, int]) -> pa.Ta
     values = [
         None if status != STATUS_TRUNCATED else segment == last_segments.get(key)
         for key, status, segment in zip(
-            _keys(rows, REPLICA_KEY),
+            _keys(rows, REPLICA),
             rows["entry_status"].to_pylist(),
             rows["segment_base_offset"].to_pylist(),
             strict=True,
@@ -255,7 +256,7 @@ def ends_of(table: pa.Table) -> ReplayEnds:
     ends = ReplayEnds()
     carries = table["carry"].to_pylist()
     for key, producer_id, producer_row, carry in zip(
-        _keys(table, REPLICA_KEY), table["producer_id"].to_pylist(), table["is_producer_row"].to_pylist(), carries,
+        _keys(table, REPLICA), table["producer_id"].to_pylist(), table["is_producer_row"].to_pylist(), carries,
         strict=True,
     ):  # fmt: skip
         if producer_row is None:  # a replica's row; a group of rows without producer state has it false
@@ -288,10 +289,10 @@ def _keys(table: pa.Table, names: list[str]) -> list[tuple]:
 
 
 def _by_replica(rows: pa.Table) -> Iterator[tuple[tuple, pa.Table]]:
-    keys = rows.select(REPLICA_KEY).group_by(REPLICA_KEY, use_threads=False).aggregate([])
+    keys = rows.select(REPLICA).group_by(REPLICA, use_threads=False).aggregate([])
     for values in keys.to_pylist():
         mask = None
-        for name in REPLICA_KEY:
+        for name in REPLICA:
             matches = pc.equal(rows[name], values[name])
             mask = matches if mask is None else pc.and_(mask, matches)
-        yield tuple(values[name] for name in REPLICA_KEY), rows.filter(pc.fill_null(mask, False))
+        yield tuple(values[name] for name in REPLICA), rows.filter(pc.fill_null(mask, False))

@@ -28,20 +28,17 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.replay.coordinator_version import with_coordinator_version
-from pipeline.audit.replay.producer_kernel import CONTROL_ABORT, CONTROL_COMMIT
 from pipeline.audit.replay.task import replay_rows
 from pipeline.config import AuditSettings
 from pipeline.small_inputs import broadcast_unless_small
-from schemas.batches import STATUS_OK, STATUS_TRUNCATED
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT, STATUS_OK, STATUS_TRUNCATED
 from schemas.checkpoints import CLEANER_OFFSET, LOG_START_OFFSET
+from schemas.keys import REPLICA, TP, TP_PID
 from schemas.replay import FILE_ORDER_COLUMNS, PRODUCER_STATE_COLUMNS
 
 # A partition: topic and partition number within one cluster (`batches.cluster_id`, "" when unknown). Clusters
 # share broker ids and topic names, so nothing of two clusters is ever compared or replayed together.
-TP = ["cluster_id", "topic", "partition"]
-TP_PID = [*TP, "producer_id"]
 PRODUCER = [*TP_PID, "is_producer_row"]  # the rows of one producer's state
-REPLICA = [*TP, "broker_id"]
 # What `replica_facts` says of a whole replica: the replay reads them, but does not keep them on every row, where
 # appending to the replica would make the rows written before stale.
 REPLICA_FACTS = ["first_segment_base_offset", "last_segment_base_offset", "partition_max_timestamp"]

@@ -23,9 +23,10 @@ import pyarrow.compute as pc
 from pipeline.audit.replay import producer_kernel as K
 from pipeline.audit.replay.arrow_columns import NONE, flag_values, group_starts, int64_values, key_at
 from pipeline.audit.replay.task_rows import spill_file
+from schemas.keys import REPLICA
 
 # one producer's rows
-GROUP_KEY = ["cluster_id", "topic", "partition", "broker_id", "producer_id", "is_producer_row"]
+GROUP_KEY = [*REPLICA, "producer_id", "is_producer_row"]
 HELD_ROWS = 20_000  # rows of one producer kept in memory while its version is unknown; more go to a file
 
 _LONG_COLUMNS = {

@@ -24,9 +24,8 @@ import numpy as np
 from pipeline.audit.core.columns import SEQ_SPAN
 from pipeline.audit.replay.arrow_columns import NONE
 from pipeline.sources.jit import CACHE_KERNELS
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT
 
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
 DUPLICATE_WINDOW = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 WRAP_JUMP = 1 << 30  # a backwards step larger than this between batches is a wrap, not a retry
 

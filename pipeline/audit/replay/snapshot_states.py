@@ -31,9 +31,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.replay.arrow_columns import NONE, group_starts
-from pipeline.audit.replay.plan import TP
 from pipeline.sources.filesystems import resolve
 from pipeline.sources.jit import CACHE_KERNELS
+from schemas.keys import TP
 from schemas.snapshot_states import SNAPSHOT_STATES
 
 GROUP = [*TP, "producer_id"]  # one producer of one partition (the replay holds one replica per partition)

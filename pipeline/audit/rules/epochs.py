@@ -15,7 +15,7 @@ from pipeline.audit.core.context import AuditContext
 from pipeline.audit.core.expr import Expr
 from pipeline.audit.core.frames import PRODUCER_BATCHES
 from pipeline.audit.core.registry import Fires, check, rule
-from pipeline.audit.replay.plan import CONTROL_ABORT
+from schemas.batches import CONTROL_ABORT
 
 EPOCH_MAX = 32767
 

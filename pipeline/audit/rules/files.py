@@ -11,7 +11,6 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import TP
 from schemas.file_problems import (
     PROBLEM_FILE_NAME,
     PROBLEM_LEADER_EPOCH_CHECKPOINT,
@@ -20,6 +19,7 @@ from schemas.file_problems import (
     PROBLEM_PARTITION_METADATA,
     PROBLEM_TIME_INDEX,
 )
+from schemas.keys import TP
 
 FILE_NAMING = rule(
     "SEG-001",

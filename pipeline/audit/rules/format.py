@@ -14,8 +14,17 @@ from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.expr import Expr
 from pipeline.audit.core.frames import BATCHES
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import CONTROL_ABORT, CONTROL_COMMIT, TP, audited_broker
-from schemas.batches import STATUS_BAD_MAGIC, STATUS_LEGACY, STATUS_OK, STATUS_TOO_SMALL, STATUS_TRUNCATED
+from pipeline.audit.replay.plan import audited_broker
+from schemas.batches import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    STATUS_BAD_MAGIC,
+    STATUS_LEGACY,
+    STATUS_OK,
+    STATUS_TOO_SMALL,
+    STATUS_TRUNCATED,
+)
+from schemas.keys import TP
 
 MAX_CODEC_ID = 4  # zstd
 UNUSED_ATTRIBUTE_BITS = 0xFF80

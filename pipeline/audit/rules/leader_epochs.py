@@ -15,8 +15,9 @@ from pipeline.audit.core import expr as E
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import COMPACTION, LOG_START, TP
+from pipeline.audit.replay.plan import COMPACTION, LOG_START
 from schemas.batches import STATUS_OK
+from schemas.keys import TP
 
 EPOCH_CHECKPOINT_ORDER = rule(
     "LEP-002",

@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import TP, TP_PID, topic_matches
+from pipeline.audit.replay.plan import topic_matches
 from schemas.batches import STATUS_OK
+from schemas.keys import TP, TP_PID
 from schemas.transactions import OUTCOME_ABORTED
 
 SECTION = "6.11"

@@ -18,9 +18,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import TP, topic_matches
+from pipeline.audit.replay.plan import topic_matches
 from pipeline.audit.replay.replica_copies import copies_by_exchange
 from schemas.batches import STATUS_OK
+from schemas.keys import TP
 
 SECTION = "6.10"
 

@@ -13,9 +13,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import COMPACTION, TP, topic_matches
+from pipeline.audit.replay.plan import COMPACTION, topic_matches
 from pipeline.audit.replay.snapshot_states import by_snapshot
 from pipeline.config import AuditSettings
+from schemas.keys import TP
 
 SNAPSHOT_OK = "ok"
 

@@ -12,7 +12,8 @@ from pipeline.audit.core.expr import Expr
 from pipeline.audit.core.frames import PRODUCER_BATCHES
 from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.core.registry import Fires, check, rule
-from pipeline.audit.replay.plan import CONTROL_ABORT, CONTROL_COMMIT, TP_PID
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT
+from schemas.keys import TP_PID
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
 
 COORDINATOR_CLEANUP_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms

@@ -26,9 +26,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import CONTROL_ABORT, CONTROL_COMMIT, TP
 from pipeline.audit.state.segments import NEVER, segment_ranges
 from pipeline.small_inputs import broadcast_unless_small
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT
+from schemas.keys import TP
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_EMPTY
 
 ENTRY_OK = "ok"

@@ -15,11 +15,12 @@ from pipeline.audit.core.context import AuditContext
 from pipeline.audit.core.frames import OPEN_TRANSACTIONS, PARTITIONS
 from pipeline.audit.core.mergeable import Mergeable, Part
 from pipeline.audit.core.registry import Fires, check, rule
-from pipeline.audit.replay.plan import COMPACTION, LOG_START, TP
+from pipeline.audit.replay.plan import COMPACTION, LOG_START
 from pipeline.audit.state.segments import partition_facts
 from pipeline.config import AuditSettings
 from pipeline.small_inputs import broadcast_unless_small
 from schemas.batches import STATUS_LEGACY, STATUS_OK
+from schemas.keys import TP
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_OPEN
 
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000  # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS

@@ -13,9 +13,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.rules.cross_checks.producers import CONTROL_ABORT, CONTROL_COMMIT, tp_name
-from pipeline.audit.rules.transaction_log.records import PREPARE_ABORT, PREPARE_COMMIT
+from pipeline.audit.rules.cross_checks.producers import tp_name
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT
 from schemas.global_transactions import DECISION_ABORT, DECISION_COMMIT
+from schemas.transaction_log import PREPARE_ABORT, PREPARE_COMMIT
 
 DECISION_KEY = ["cluster_id", "coordinator_topic", "coordinator_partition", "prepare_offset"]
 # The markers of one producer epoch on one partition, and the decisions of that epoch that list the partition.

@@ -31,11 +31,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.replay.plan import TP, TP_PID
 from pipeline.audit.rules.cross_checks.markers import latest_decisions
-from pipeline.audit.rules.cross_checks.producers import CLUSTER_PRODUCER, latest_per_id, ongoing_partitions, tp_name
-from pipeline.audit.rules.transaction_log.records import DEAD
+from pipeline.audit.rules.cross_checks.producers import latest_per_id, ongoing_partitions, tp_name
 from pipeline.audit.rules.visibility import abort_command
+from schemas.keys import CLUSTER_PRODUCER, TP, TP_PID
+from schemas.transaction_log import DEAD
 from schemas.transactions import (
     CAUSE_ID_EXPIRED,
     CAUSE_LATE_DATA,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.replay.plan import TP
 from pipeline.audit.rules.visibility import checkpointed_offsets
 from schemas.checkpoints import REPLICATION_OFFSET
+from schemas.keys import TP
 from schemas.read_committed import HW_FROM_CHECKPOINT, HW_FROM_LOG_END, KIND_ABORTED, KIND_PARTITION
 from schemas.transactions import OUTCOME_ABORTED
 

@@ -12,7 +12,8 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core import expr as E
 from pipeline.audit.core.mergeable import Mergeable, Part
-from pipeline.audit.replay.plan import COMPACTION, LOG_START, TP
+from pipeline.audit.replay.plan import COMPACTION, LOG_START
+from schemas.keys import TP
 
 NEVER = (1 << 63) - 1  # an offset past every other: the next segment of the last one, a transaction never closed
 

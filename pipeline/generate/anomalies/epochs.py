@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pipeline.generate.anomalies.registry import Kind, anomaly
 from pipeline.generate.anomalies.targets import draw_records, idle_producers, open_pair
 from pipeline.generate.producers import IdempotentProducer, TransactionalProducer
-from pipeline.sources.kafka_format.layout import CONTROL_ABORT
+from schemas.batches import CONTROL_ABORT
 
 if TYPE_CHECKING:
     from pipeline.generate.anomalies.injector import AnomalyInjector

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.batches import CONTROL_TYPES
+
 SOURCE_FORMAT = "dumplog"
 # Line kinds counted by parse_dump.
 HEADER = "header"  # Dumping, (Log) starting offset, KRaft snapshot headers
@@ -24,9 +26,9 @@ UNKNOWN = "unknown"
 COMPRESSION_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # Magic 0 messages print `NoTimestampType: -1`: they have neither, and both columns stay null as for segments.
 TIMESTAMP_TYPE_IDS = {"CreateTime": 0, "LogAppendTime": 1}
-MARKER_CONTROL_TYPES = {"ABORT": 0, "COMMIT": 1}
+MARKER_CONTROL_TYPES = {name: CONTROL_TYPES.index(name) for name in ("ABORT", "COMMIT")}
 # Control records 3.2+ prints as JSON instead of `controlType: NAME(id)` (ControlRecordType ids).
-JSON_CONTROL_TYPES = {"LeaderChange": 2, "SnapshotHeader": 3, "SnapshotFooter": 4, "KRaftVersion": 5, "KRaftVoters": 6}
+JSON_CONTROL_TYPES = {name: CONTROL_TYPES.index(name) for name in CONTROL_TYPES if name not in MARKER_CONTROL_TYPES}
 DEEP_GROUP_NOTE = (
     "rebuilt from {records} record line(s): kafka-dump-log 0.11-2.1 prints no batch line in deep mode, so "
     "last offset and last sequence are those of the last printed record and size, CRC and partition "

@@ -14,8 +14,6 @@ from pipeline.sources.kafka_format.layout import (
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     COMPRESSION_NONE,
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
     CONTROL_KEY,
     CRC_START,
     LOG_OVERHEAD,
@@ -25,6 +23,7 @@ from pipeline.sources.kafka_format.layout import (
     V2_HEADER,
 )
 from pipeline.sources.records.decompression import compress_records
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT
 
 DEFAULT_TIMESTAMP = 1767225600000  # 2026-01-01T00:00:00Z
 _TXN_INDEX_ENTRY = struct.Struct(">hqqqq")

@@ -11,8 +11,6 @@ from pipeline.sources.kafka_format.layout import (
     ATTR_COMPRESSION_MASK,
     ATTR_TIMESTAMP_TYPE,
     COMPRESSION_NONE,
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
     CONTROL_KEY,
     DECODED_SCHEMA,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -22,7 +20,7 @@ from pipeline.sources.kafka_format.layout import (
     Malformed,
     Stop,
 )
-from schemas.batches import STATUS_LEGACY
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT, STATUS_LEGACY
 
 RECORD_OVERHEAD_V1 = 22
 _NULL_ROW = dict.fromkeys(DECODED_SCHEMA.names)

@@ -21,8 +21,6 @@ from pipeline.sources.kafka_format.layout import (
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     COMPRESSION_NONE,
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
     CONTROL_KEY,
     CRC_START,
     DECODED_SCHEMA,
@@ -34,7 +32,7 @@ from pipeline.sources.kafka_format.layout import (
     njit_kernel,
 )
 from pipeline.sources.records.columns import record_columns
-from schemas.batches import STATUS_OK
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT, STATUS_OK
 
 MAX_SEQUENCE = 0x7FFFFFFF
 ATTR_DELETE_HORIZON = 0x40

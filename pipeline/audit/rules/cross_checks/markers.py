@@ -14,17 +14,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import TP
-from pipeline.audit.rules.cross_checks.producers import (
-    CLUSTER_PRODUCER,
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    known_producers,
-    tp_name,
-    tv2_transaction_epochs,
-)
-from pipeline.audit.rules.transaction_log.records import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
-from schemas.batches import STATUS_OK
+from pipeline.audit.rules.cross_checks.producers import known_producers, tp_name, tv2_transaction_epochs
+from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT, STATUS_OK
+from schemas.keys import CLUSTER_PRODUCER, TP
+from schemas.transaction_log import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 from schemas.transactions import OUTCOME_OPEN
 
 MARKER_CONTRADICTS_DECISION = rule(

@@ -21,11 +21,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import TP
-from pipeline.audit.rules.transaction_log.records import COMPLETE_STATES, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
+from pipeline.audit.rules.transaction_log.records import COMPLETE_STATES
+from schemas.keys import CLUSTER_PRODUCER, TP
+from schemas.transaction_log import EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 from schemas.transactions import OUTCOME_OPEN
-
-CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 
 HANGING_CONFIRMED = rule(
     "XTX-005",
@@ -99,7 +98,6 @@ PID_TO_MANY_IDS = rule(
 
 # A producer as the coordinator records know it: producer ids are allocated per cluster, and a coordinator's
 # records name the partitions of its own cluster, so every join of them with the batches is within one cluster.
-CLUSTER_PRODUCER = ["cluster_id", "producer_id"]
 
 
 def tp_name() -> Column:

@@ -16,11 +16,20 @@ from pyspark.sql import functions as F
 from pipeline.audit.core.columns import INT32_MAX
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import TP
 from pipeline.audit.state.partition_sets import partition_set
 from schemas.checkpoints import CLEANER_OFFSET
+from schemas.keys import TP
+from schemas.transaction_log import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    DEAD,
+    EMPTY,
+    ONGOING,
+    PREPARE_ABORT,
+    PREPARE_COMMIT,
+    PREPARE_EPOCH_FENCE,
+)
 
-EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = range(8)
 PREPARE_STATES = (PREPARE_COMMIT, PREPARE_ABORT)
 COMPLETE_STATES = (COMPLETE_COMMIT, COMPLETE_ABORT)
 TIMEOUT_CHECK_INTERVAL_MS = 10_000  # the coordinator looks for timed-out transactions this often
