@@ -24,13 +24,13 @@ from pyspark.sql import functions as F
 import schemas
 from pipeline import __version__
 from pipeline.audit.core.registry import FRAMES
+from pipeline.audit.core.scratch import Scratch
+from pipeline.audit.engine.kept_findings import keep
 from pipeline.audit.engine.run import SIDE_TABLES, run_audit
-from pipeline.audit.engine.scratch import Scratch
-from pipeline.audit.kept.coordinator import KEPT_TABLES
-from pipeline.audit.kept.findings import keep
-from pipeline.audit.kept.replay import KEPT_FOLDER, read_kept, sweep
-from pipeline.audit.kept.tables import keep_tables
 from pipeline.audit.replay.files import Keeping
+from pipeline.audit.replay.kept import KEPT_FOLDER, read_kept, sweep
+from pipeline.audit.state.kept_coordinator import KEPT_TABLES
+from pipeline.audit.state.kept_parts import keep_tables
 from pipeline.class_archive import JAVA_OPTIONS
 from pipeline.compilers import runs_optimising
 from pipeline.config import Settings
@@ -523,7 +523,7 @@ def _upgrade(spark: SparkSession, store: TableStore, settings: Settings, run_id:
 
 
 def _sweep_kept_replay(store: TableStore) -> list[str]:
-    """Remove the kept replays no published audit goes on from (pipeline.audit.kept.replay)."""
+    """Remove the kept replays no published audit goes on from (pipeline.audit.replay.kept)."""
     audited = last_published(store, AUDIT_COMMANDS)
     removed = sweep(f"{store.warehouse}/{KEPT_FOLDER}", audited and audited.run_id)
     return [f"swept kept replay {name}" for name in removed]

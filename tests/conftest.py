@@ -122,7 +122,7 @@ def spark():
 @pytest.fixture(scope="session")
 def scratch(spark, tmp_path_factory):
     """A fresh scratch folder for one audit: `scratch("name")`."""
-    from pipeline.audit.engine.scratch import Scratch
+    from pipeline.audit.core.scratch import Scratch
 
     return lambda name: Scratch(spark, str(tmp_path_factory.mktemp(name)))
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from pipeline.audit.replay.plan import replay
-from pipeline.audit.rules.transactions import build_producer_state, build_transactions
-from pipeline.audit.rules.visibility import open_transactions, partition_offsets, partition_producer_parts
+from pipeline.audit.state.partitions import open_transactions, partition_offsets, partition_producer_parts
 from pipeline.audit.state.segments import segment_parts
+from pipeline.audit.state.transactions import build_producer_state, build_transactions
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 

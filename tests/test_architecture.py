@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -151,3 +153,111 @@ def test_inputs_are_planned_once():
     listing = {"pipeline.sources.log_roots.list_root", "pipeline.sources.log_roots.discover_segments"}
     listers = {module for module, imported in modules().items() if listing & imported}
     assert listers == {"pipeline.sources.segments"}
+
+
+AUDIT_LAYERS = ("core", "replay", "state", "rules", "engine")  # each imports only the layers before it
+
+
+def _audit_layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if module.startswith("pipeline.audit.") and parts[2] in AUDIT_LAYERS else None
+
+
+def test_the_audit_layers_import_only_the_layers_before_them():
+    upward = {
+        module: sorted(
+            name
+            for name in imported
+            if name in modules()
+            and _audit_layer(name)
+            and AUDIT_LAYERS.index(_audit_layer(name)) > AUDIT_LAYERS.index(_audit_layer(module))
+        )
+        for module, imported in modules().items()
+        if _audit_layer(module)
+    }
+    assert {module: names for module, names in upward.items() if names} == {}
+    assert {_audit_layer(module) for module in modules()} == {None, *AUDIT_LAYERS}
+
+
+VOCABULARY = {
+    "TP",
+    "TP_PID",
+    "REPLICA",
+    "CLUSTER_PRODUCER",
+    "CONTROL_TYPES",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "TRANSACTION_STATES",
+    "ONGOING",
+    "PREPARE_COMMIT",
+    "PREPARE_ABORT",
+    "COMPLETE_COMMIT",
+    "COMPLETE_ABORT",
+    "DEAD",
+    "SEVERITIES",
+    "SEVERITY_RANK",
+    "FINDING_FIELDS",
+}
+PARTITION_KEY = ("cluster_id", "topic", "partition")
+
+
+def _definitions(tree: ast.Module):
+    """Module-level names bound by assignment, with the value bound to each."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if isinstance(name, ast.Name):
+                        yield name.id, node.value
+
+
+def _starts_with_partition_key(value: ast.expr | None) -> bool:
+    if not isinstance(value, ast.List | ast.Tuple):
+        return False
+    leading = [element.value for element in value.elts[:3] if isinstance(element, ast.Constant)]
+    return tuple(leading) == PARTITION_KEY
+
+
+def test_the_shared_vocabulary_is_defined_in_schemas_only():
+    """Partition keys, control types, coordinator states, severities and finding fields have one definition each."""
+    outside = {
+        module: sorted(
+            name
+            for name, value in _definitions(tree)
+            if name in VOCABULARY or _starts_with_partition_key(value) or _is_control_type_map(value)
+        )
+        for module, tree in trees().items()
+        if not _is_under(module, ("schemas",))
+    }
+    assert {module: names for module, names in outside.items() if names} == {}
+    defined = {
+        name for module, tree in trees().items() if module.startswith("schemas") for name, _ in _definitions(tree)
+    }
+    assert defined >= VOCABULARY
+
+
+def _is_control_type_map(value: ast.expr | None) -> bool:
+    """A literal that maps a control record's name to its id: {"ABORT": 0, ...}."""
+    return isinstance(value, ast.Dict) and any(
+        isinstance(key, ast.Constant) and key.value in ("ABORT", "COMMIT") for key in value.keys
+    )
+
+
+def test_every_rule_is_registered_once_pipeline_audit_is_imported():
+    """No caller has to import the right modules first: `import pipeline.audit` alone fills the registry."""
+    written = set()
+    for module, tree in trees().items():
+        if module.startswith("pipeline.audit.rules"):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "rule" and node.args:
+                    written.add(node.args[0].value)
+    registered = subprocess.run(
+        [sys.executable, "-c", "import pipeline.audit as audit; print(' '.join(sorted(audit.RULES)))"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert len(written) >= 90
+    assert set(registered) == written

@@ -20,7 +20,7 @@ from pipeline.audit.replay.coordinator_version import with_coordinator_version
 from pipeline.audit.replay.plan import replay, replay_input
 from pipeline.audit.rules.epochs import fence_abort
 from pipeline.audit.rules.sequences import tv2_txn_first_seq
-from pipeline.audit.rules.transactions import build_producer_state
+from pipeline.audit.state.transactions import build_producer_state
 from pipeline.config import AuditSettings
 from pipeline.small_inputs import small_input_conf
 from schemas.batches import BATCHES

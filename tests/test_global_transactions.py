@@ -7,9 +7,9 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.replay.plan import replay
-from pipeline.audit.rules.transaction_log.records import audited_records
-from pipeline.audit.rules.transactions import markers_of, transaction_parts
+from pipeline.audit.state.coordinator import audited_records
 from pipeline.audit.state.global_transactions import build_global_transactions
+from pipeline.audit.state.transactions import markers_of, transaction_parts
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES, STATUS_OK
 from schemas.global_transactions import GLOBAL_TRANSACTIONS

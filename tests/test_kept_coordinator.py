@@ -11,9 +11,9 @@ from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.engine.run import frame_findings
-from pipeline.audit.kept.coordinator import CoordinatorOutcome, sources
-from pipeline.audit.kept.replay import KeptReplay
-from pipeline.audit.rules.transaction_log.records import audited_rows, records_of
+from pipeline.audit.replay.kept import CoordinatorOutcome, KeptReplay
+from pipeline.audit.state.coordinator import audited_rows, records_of
+from pipeline.audit.state.kept_coordinator import sources
 from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 from schemas.checkpoints import CHECKPOINTS, CLEANER_OFFSET

@@ -1,4 +1,4 @@
-"""A run keeps its replay (pipeline.audit.kept.replay) and the next one replays only what was appended: its replay is
+"""A run keeps its replay (pipeline.audit.replay.kept) and the next one replays only what was appended: its replay is
 the replay of all the rows, row for row; what it cannot go on from is replayed whole; and the kept folder holds
 only what the manifest of the last published audit names."""
 
@@ -15,14 +15,14 @@ from pyspark.testing import assertDataFrameEqual
 
 import schemas
 from pipeline.audit.core.context import AuditContext
-from pipeline.audit.kept.findings import kept_for
-from pipeline.audit.kept.replay import KeptReplay, read_kept, sweep, write_kept
-from pipeline.audit.kept.tables import keep_tables, kept_parts
+from pipeline.audit.engine.kept_findings import kept_for
 from pipeline.audit.replay.files import Keeping, ReplayOutcome, replay_kept
+from pipeline.audit.replay.kept import KeptReplay, read_kept, sweep, write_kept
 from pipeline.audit.replay.plan import replay_pass
 from pipeline.audit.replay.task_outputs import parts_table, task_outputs
-from pipeline.audit.rules.transactions import producer_state_of, transactions_of
+from pipeline.audit.state.kept_parts import keep_tables, kept_parts
 from pipeline.audit.state.materialised import replay_aggregates
+from pipeline.audit.state.transactions import producer_state_of, transactions_of
 from pipeline.config import AuditSettings
 from pipeline.tables.files_per_partition import FileGroup, files_per_partition
 from pipeline.tables.snapshot_files import read_files

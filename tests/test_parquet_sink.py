@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline.arrow_pass import ArrowPass
-from pipeline.audit.engine.scratch import Scratch
+from pipeline.audit.core.scratch import Scratch
 from pipeline.tables import parquet_sink
 from pipeline.tables.parquet_sink import HIVE_NULL, PartitionedParquetSink, partition_folder, stage_pass
 

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.engine.run import run_audit
 from pipeline.audit.replay.plan import prepare_batches
-from pipeline.audit.rules.transaction_log.records import audited_records
+from pipeline.audit.state.coordinator import audited_records
 from pipeline.config import load_settings
 from pipeline.sources.dumplog.parser import parse_dump
 from pipeline.sources.partition_files.reader import read_partition_files

@@ -18,8 +18,8 @@ from pipeline.audit.core.context import AuditContext
 from pipeline.audit.engine.run import SIDE_TABLES, _in_known_cluster
 from pipeline.audit.replay.files import Keeping
 from pipeline.audit.replay.snapshot_states import ReplayUnit, by_snapshot, states_of_unit
-from pipeline.audit.rules.snapshots import audited_non_kraft, producer_entries
 from pipeline.audit.state.materialised import build_state
+from pipeline.audit.state.snapshots import audited_non_kraft, producer_entries
 from pipeline.cli import main
 from pipeline.config import AuditSettings
 from pipeline.generate.segment_writer import snapshot_bytes
@@ -100,7 +100,7 @@ def test_same_states_as_the_window_on_real_broker_dirs(spark, realdata, tmp_path
 
 
 def test_a_partition_of_one_batch_has_its_state_at_the_snapshot_after_it(spark, tmp_path, scratch):
-    """A replica's last row is kept apart from its partition's body rows (pipeline.audit.kept.replay): a partition
+    """A replica's last row is kept apart from its partition's body rows (pipeline.audit.replay.kept): a partition
     of one batch has no body at all, and its snapshot is still compared with that batch."""
     partition = tmp_path / "logs" / "seeded-0"
     partition.mkdir(parents=True)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pipeline.generate.cluster import transaction_state_partition
 from pipeline.generate.partition_log import TransactionStatePartition
 
-EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD = range(7)
 NO_START = -1
 
 

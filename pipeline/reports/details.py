@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.rules.visibility import abort_command
+from pipeline.audit.state.partitions import abort_command
 from pipeline.reports.gather import Query, Rows, Section, top
 from pipeline.reports.run_rows import RunRows
 from schemas.findings import SEVERITIES

@@ -4,7 +4,7 @@ An aggregate whose every column is a sum, count, minimum or maximum, or the valu
 order, can be taken over some of its rows and the results merged: the merge of the parts of some rows with the parts
 of the others is the aggregate of all of them. So the replay's tasks aggregate the rows they write a chunk at a time
 (pipeline.audit.replay.task_outputs), and a run that went on from a kept replay merges the parts it kept with the parts
-of the rows it added (pipeline.audit.kept.tables). The values are row expressions (pipeline.audit.core.expr), so
+of the rows it added (pipeline.audit.state.kept_parts). The values are row expressions (pipeline.audit.core.expr), so
 the same definition gives the Spark aggregate (`of`, `merged`) and the Arrow one (`of_rows`, `merged_rows`);
 tests/test_task_outputs.py holds them equal.
 """

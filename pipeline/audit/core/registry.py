@@ -95,10 +95,10 @@ class Frame:
     pipeline.tables.files_per_partition) does not build it either. `row_local`: every row is a replay row and its
     findings depend on that row alone, so the replay's tasks check the rows they write
     (pipeline.audit.core.row_checks; its checks are row expressions), and a run that went on from a kept replay
-    keeps the earlier findings of the other rows (pipeline.audit.kept.findings). `coordinator_local`: every row is
-    a coordinator record and its findings depend on the records of its `__transaction_state` partition alone, so
+    keeps the earlier findings of the other rows (pipeline.audit.engine.kept_findings). `coordinator_local`: every row
+    is a coordinator record and its findings depend on the records of its `__transaction_state` partition alone, so
     a run that took some partitions' records over from a kept replay evaluates the frame on the others only
-    (pipeline.audit.kept.coordinator).
+    (pipeline.audit.state.kept_coordinator).
     """
 
     name: str

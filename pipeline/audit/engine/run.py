@@ -3,7 +3,7 @@ global_transactions / read_committed out.
 
 The engine iterates the registry (pipeline.audit.core.registry); no rule family is wired here by hand. A run is a
 fixed sequence of small plans, each starting from scans of what the step before it wrote to the scratch
-folder (pipeline.audit.engine.scratch), so no plan grows with the number of rules, frames or inputs:
+folder (pipeline.audit.core.scratch), so no plan grows with the number of rules, frames or inputs:
 
 1. state (pipeline.audit.state.materialised): the replay of every batch, with the run's one exchange of the batches on
    (cluster, topic, partition), then transactions, replicas, open transactions, partitions and coordinator records;
@@ -27,14 +27,15 @@ import pipeline.audit.rules  # noqa: F401  (registers every rule, frame and chec
 from pipeline.audit.core.columns import explode_findings
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import CHECKS, FRAMES, Frame
+from pipeline.audit.core.scratch import Scratch
+from pipeline.audit.engine.kept_findings import earlier_findings, kept_for
 from pipeline.audit.engine.repeats import once_per_producer
-from pipeline.audit.engine.scratch import Scratch
-from pipeline.audit.kept.coordinator import CoordinatorOutcome, changed_records, has_findings, with_kept_findings
-from pipeline.audit.kept.findings import earlier_findings, kept_for
 from pipeline.audit.replay.files import Keeping, ReplayOutcome
+from pipeline.audit.replay.kept import CoordinatorOutcome
 from pipeline.audit.replay.task_outputs import findings_table
 from pipeline.audit.state.global_transactions import build_global_transactions
 from pipeline.audit.state.hanging import CAUSE_COLUMNS
+from pipeline.audit.state.kept_coordinator import changed_records, has_findings, with_kept_findings
 from pipeline.audit.state.materialised import build_state
 from pipeline.audit.state.read_committed import build_read_committed
 from pipeline.config import AuditSettings
@@ -118,7 +119,7 @@ def without_rows(frame: Frame, scratch: Scratch, empty_tables: frozenset[str], o
 def row_local_findings(scratch: Scratch, outcome: ReplayOutcome | None) -> dict[str, Callable[[], DataFrame]]:
     """The findings of each row-local frame, which the replay's tasks wrote (`findings_table`): taken as
     they are, or, when the replay went on from a kept one, with the earlier findings of the rows it kept
-    (pipeline.audit.kept.findings), which takes a plan."""
+    (pipeline.audit.engine.kept_findings), which takes a plan."""
     builders = {}
     for name in (name for name, checks in CHECKS.items() if checks and FRAMES[name].row_local):
         fresh = scratch.read(findings_table(name))
@@ -139,7 +140,7 @@ def frame_findings(
 ) -> DataFrame | None:
     """The findings of the checks on frame `name`; None when its inputs are absent. With the `coordinator`
     partitions whose records were taken over from a kept replay, a coordinator-local frame is checked on the other
-    partitions' records and keeps their findings (pipeline.audit.kept.coordinator)."""
+    partitions' records and keeps their findings (pipeline.audit.state.kept_coordinator)."""
     frame = FRAMES[name]
     takes_over = frame.coordinator_local and has_findings(coordinator, name)
     frame_inputs = inputs

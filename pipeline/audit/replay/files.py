@@ -31,9 +31,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from pipeline.audit.engine.scratch import Scratch
-from pipeline.audit.kept.replay import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
+from pipeline.audit.core.scratch import Scratch
 from pipeline.audit.replay.coordinator_version import coordinator_versions
+from pipeline.audit.replay.kept import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
 from pipeline.audit.replay.partition import PartitionFiles, replay_partition, write_table
 from pipeline.audit.replay.plan import (
     COMPACTION,
@@ -53,7 +53,7 @@ from schemas.batches import BATCHES, BATCHES_PARTITION_BY, CONTROL_ABORT, CONTRO
 from schemas.keys import REPLICA
 
 if TYPE_CHECKING:
-    from pipeline.audit.kept.coordinator import CoordinatorOutcome
+    from pipeline.audit.replay.kept import CoordinatorOutcome
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 class Keeping:
     """Where the run keeps its replay (`folder`, under its `run_id`), the kept replay it may go on from, and, once
     the replay is written, what it kept and went on from (`outcome`), and which coordinator partitions' records it
-    took over (`coordinator`, pipeline.audit.kept.coordinator)."""
+    took over (`coordinator`, pipeline.audit.state.kept_coordinator)."""
 
     folder: str
     run_id: str
@@ -98,11 +98,11 @@ def replay_kept(
     outputs: TaskOutputs | None = None,
 ) -> tuple[DataFrame, list[ReplayUnit]]:
     """The replay of `batches` (whose rows `files` hold) as the `replay` scratch table, its tasks reading the files
-    themselves and writing it where the run keeps it (pipeline.audit.kept.replay), going on from the kept replay
-    for each partition that can (the run's manifest is written once its outputs are: pipeline.audit.kept.findings).
-    Also the units of files that hold whole producers, for the snapshot walk. With `outputs`, the tasks also
-    write the findings of the row-local frames and the parts of the aggregates of the rows they replay, each a
-    scratch table (pipeline.audit.replay.task_outputs)."""
+    themselves and writing it where the run keeps it (pipeline.audit.replay.kept), going on from the kept replay
+    for each partition that can (the run's manifest is written once its outputs are:
+    pipeline.audit.engine.kept_findings). Also the units of files that hold whole producers, for the snapshot walk. With
+    `outputs`, the tasks also write the findings of the row-local frames and the parts of the aggregates of the rows
+    they replay, each a scratch table (pipeline.audit.replay.task_outputs)."""
     spark = batches.sparkSession
     exchanged = replay_pass(batches, settings, transaction_log, checkpoints)  # planned only: it gives the schema
     scratch.materialise(replica_facts(audited_broker(batches), settings, checkpoints), "replica_facts")

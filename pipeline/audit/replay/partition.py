@@ -1,7 +1,7 @@
 """One Kafka partition's replay in a task of the replay pass: whole, or going on from what the kept replay left.
 
 The task (pipeline.audit.replay.files) hands each of its partitions here with the files to replay. A partition that
-goes on (pipeline.audit.kept.replay) gets only its added files; it is replayed from the kept ends of its replicas
+goes on (pipeline.audit.replay.kept) gets only its added files; it is replayed from the kept ends of its replicas
 and producers, its replicas' kept last rows are written again with the next entry they now have, and it falls back
 to a whole replay when its added rows do not come after the kept ones (in file order, and in offset order for
 every producer), when a replica held a truncated tail before its last row, when the coordinator's versions of one
@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.audit.kept.replay import ENDS
 from pipeline.audit.replay.file_order import FileOrderCarry
+from pipeline.audit.replay.kept import ENDS
 from pipeline.audit.replay.producer_arrow import ProducerEnds
 from pipeline.audit.replay.task import ReplayEnds
 from pipeline.audit.replay.task_outputs import HeldTables, TableFiles, TaskOutputs

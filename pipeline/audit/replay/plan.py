@@ -197,7 +197,7 @@ def replay_pass(
     checkpoints: DataFrame | None = None,
 ) -> ArrowPass:
     """`replay` as the clustered rows and the pass over them, so that the pass's tasks can write the table
-    themselves (pipeline.audit.engine.scratch.Scratch.materialise_pass) instead of handing it back to the JVM."""
+    themselves (pipeline.audit.core.scratch.Scratch.materialise_pass) instead of handing it back to the JVM."""
     rows = replay_input(batches, settings, transaction_log, checkpoints)
     schema = T.StructType([*rows.schema.fields, *FILE_ORDER_COLUMNS.fields, *PRODUCER_STATE_COLUMNS.fields])
     replay_pass_function = partial(
@@ -232,7 +232,7 @@ def _truncated_in_last_segment() -> Column:
     """Whether a truncated tail is in its replica's last segment; null on every other entry.
 
     Only the truncated-tail check reads it, and a truncated tail ends its segment: kept on every row, appending a
-    segment to the replica would leave the earlier last segment's rows stale (pipeline.audit.kept.replay).
+    segment to the replica would leave the earlier last segment's rows stale (pipeline.audit.replay.kept).
     """
     in_last = F.col("segment_base_offset") == F.col("last_segment_base_offset")
     return F.when(F.col("entry_status") == STATUS_TRUNCATED, in_last)

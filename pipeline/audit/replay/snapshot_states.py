@@ -78,7 +78,7 @@ def snapshot_keys(entries: DataFrame) -> DataFrame:
 @dataclass(frozen=True)
 class ReplayUnit:
     """Replay files that hold every row of their producers: one file of the replay's tasks, or a kept partition's
-    files (pipeline.audit.kept.replay) with `partition` naming the rows of the shared ones to read."""
+    files (pipeline.audit.replay.kept) with `partition` naming the rows of the shared ones to read."""
 
     paths: tuple[str, ...]
     partition: tuple[str, int] | None = None

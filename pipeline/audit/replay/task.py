@@ -26,7 +26,6 @@ from pipeline.audit.replay.task_rows import TaskRows, in_order, sort_order
 from schemas.keys import REPLICA
 from schemas.replay import FILE_ORDER_COLUMNS
 
-REPLICA = REPLICA  # one replica of a partition
 # The source file breaks ties: log dirs without meta.properties can hold copies of one replica (broker -1), and
 # their rows must come in one order whichever way they reached the task.
 FILE_ORDER = ["segment_base_offset", "position", "source_file"]  # a replica's rows as its files hold them

@@ -13,12 +13,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.replay.plan import COMPACTION, topic_matches
+from pipeline.audit.replay.plan import COMPACTION
 from pipeline.audit.replay.snapshot_states import by_snapshot
-from pipeline.config import AuditSettings
+from pipeline.audit.state.snapshots import SNAPSHOT_OK, audited_non_kraft, producer_entries
 from schemas.keys import TP
-
-SNAPSHOT_OK = "ok"
 
 SNAPSHOT_CORRUPT = rule(
     "SNP-001",
@@ -104,25 +102,9 @@ _COMPARED = ("producer_epoch", "last_sequence", "last_offset", "offset_delta", "
 _STATE = (*_COMPARED, "current_txn_first_offset")
 
 
-def audited_snapshots(snapshots: DataFrame, replicas: DataFrame) -> DataFrame:
-    """Snapshot rows of the audited replica of each partition, KRaft logs excluded by the replica list."""
-    return snapshots.withColumn("broker_id", F.coalesce("broker_id", F.lit(-1))).join(
-        replicas.select(*TP, "broker_id"), on=[*TP, "broker_id"], how="inner"
-    )
-
-
 def _audited(inputs: AuditInputs, ctx: AuditContext) -> DataFrame:
     """The snapshots of the audited replicas read from log directories, KRaft logs left out."""
     return audited_non_kraft(inputs.producer_snapshots, inputs.replicas, ctx.settings)
-
-
-def audited_non_kraft(snapshots: DataFrame, replicas: DataFrame, settings: AuditSettings) -> DataFrame:
-    return audited_snapshots(snapshots, replicas.where(~topic_matches(settings.kraft_topics)))
-
-
-def producer_entries(snapshots: DataFrame) -> DataFrame:
-    """The producer entries of well-formed snapshot files."""
-    return snapshots.where((F.col("file_status") == SNAPSHOT_OK) & F.col("producer_id").isNotNull())
 
 
 @frame("snapshots.files", rows_of="producer_snapshots")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from pipeline.audit.rules.cross_checks.producers import tp_name
+from pipeline.audit.state.coordinator import tp_name
 from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT
 from schemas.global_transactions import DECISION_ABORT, DECISION_COMMIT
 from schemas.transaction_log import PREPARE_ABORT, PREPARE_COMMIT

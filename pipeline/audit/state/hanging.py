@@ -31,9 +31,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.rules.cross_checks.markers import latest_decisions
-from pipeline.audit.rules.cross_checks.producers import latest_per_id, ongoing_partitions, tp_name
-from pipeline.audit.rules.visibility import abort_command
+from pipeline.audit.state.coordinator import latest_decisions, latest_per_id, ongoing_partitions, tp_name
+from pipeline.audit.state.partitions import abort_command
 from schemas.keys import CLUSTER_PRODUCER, TP, TP_PID
 from schemas.transaction_log import DEAD
 from schemas.transactions import (

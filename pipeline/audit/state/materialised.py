@@ -2,7 +2,7 @@
 
 `replay` (every entry with file-order and producer state, pipeline.audit.replay.plan) is computed with one exchange
 of the batches; `transactions`, `producer_state` and `epoch_starts` (aggregated from parts the replay's tasks
-take, merged with those a run keeps beside a kept replay: pipeline.audit.kept.tables), `replicas`,
+take, merged with those a run keeps beside a kept replay: pipeline.audit.state.kept_parts), `replicas`,
 `open_transactions`, `partitions`, `transaction_causes` and `coordinator_records` are aggregates and joins of it,
 each a small plan over scans (`epoch_starts` a join built into the plans that read it); `snapshot_states` is read
 from the replay's files by a pass of its own (pipeline.audit.replay.snapshot_states).
@@ -19,31 +19,27 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.mergeable import Mergeable
-from pipeline.audit.engine.scratch import Scratch
-from pipeline.audit.kept.coordinator import coordinator_records
-from pipeline.audit.kept.tables import kept_parts
+from pipeline.audit.core.scratch import Scratch
 from pipeline.audit.replay.files import Keeping, replay_kept
 from pipeline.audit.replay.plan import replay_pass
 from pipeline.audit.replay.replica_copies import COPIES_TABLE
 from pipeline.audit.replay.snapshot_states import ReplayUnit, snapshot_keys, snapshot_states_pass
 from pipeline.audit.replay.task_outputs import checked_pass, parts_table, task_outputs
-from pipeline.audit.rules.leader_epochs import epoch_start_parts, epoch_starts
-from pipeline.audit.rules.snapshots import audited_non_kraft, producer_entries
-from pipeline.audit.rules.transactions import (
+from pipeline.audit.state.hanging import transaction_causes
+from pipeline.audit.state.kept_coordinator import coordinator_records
+from pipeline.audit.state.kept_parts import kept_parts
+from pipeline.audit.state.leader_epochs import epoch_start_parts, epoch_starts
+from pipeline.audit.state.partitions import open_transactions, partition_offsets, partition_producer_parts
+from pipeline.audit.state.replicas import audited_replicas
+from pipeline.audit.state.segments import segment_parts
+from pipeline.audit.state.snapshots import audited_non_kraft, producer_entries
+from pipeline.audit.state.transactions import (
     markers_of,
     producer_state_of,
     producer_state_parts,
     transaction_parts,
     transactions_of,
 )
-from pipeline.audit.rules.txnindex import audited_replicas
-from pipeline.audit.rules.visibility import (
-    open_transactions,
-    partition_offsets,
-    partition_producer_parts,
-)
-from pipeline.audit.state.hanging import transaction_causes
-from pipeline.audit.state.segments import segment_parts
 from pipeline.tables.files_per_partition import FileGroup
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.rules.visibility import checkpointed_offsets
+from pipeline.audit.state.partitions import checkpointed_offsets
 from schemas.checkpoints import REPLICATION_OFFSET
 from schemas.keys import TP
 from schemas.read_committed import HW_FROM_CHECKPOINT, HW_FROM_LOG_END, KIND_ABORTED, KIND_PARTITION

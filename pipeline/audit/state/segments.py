@@ -1,7 +1,7 @@
 """The segments of each audited replica as the replay holds them: what the frames and state that need a replica's
 segments, source or newest timestamp read, instead of aggregating every replayed row again.
 
-Kept in parts beside the replay (pipeline.audit.kept.tables): a run that went on from a kept replay
+Kept in parts beside the replay (pipeline.audit.state.kept_parts): a run that went on from a kept replay
 aggregates only the rows it replayed.
 """
 

@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 from pipeline.audit.core import expr as E
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.rules.cross_checks.producers import tp_name, tv2_transaction_epochs
 from pipeline.audit.rules.epochs import (
     FENCE_ABORT,
     closing_abort,
@@ -27,6 +26,7 @@ from pipeline.audit.rules.epochs import (
     tv2_fenced_by_next_data,
 )
 from pipeline.audit.rules.transaction_log.transitions import COORDINATOR_TRANSITIONS
+from pipeline.audit.state.coordinator import tp_name, tv2_transaction_epochs
 from schemas.keys import CLUSTER_PRODUCER
 from schemas.transaction_log import EMPTY, ONGOING, PREPARE_ABORT
 

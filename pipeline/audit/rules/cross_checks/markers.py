@@ -14,10 +14,10 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.rules.cross_checks.producers import known_producers, tp_name, tv2_transaction_epochs
+from pipeline.audit.state.coordinator import known_producers, latest_decisions, tp_name, tv2_transaction_epochs
 from schemas.batches import CONTROL_ABORT, CONTROL_COMMIT, STATUS_OK
 from schemas.keys import CLUSTER_PRODUCER, TP
-from schemas.transaction_log import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
+from schemas.transaction_log import PREPARE_ABORT, PREPARE_COMMIT
 from schemas.transactions import OUTCOME_OPEN
 
 MARKER_CONTRADICTS_DECISION = rule(
@@ -275,42 +275,6 @@ def marker_coordinator_epoch(ctx: AuditContext) -> Fires:
         severity=F.when(coordinator_epoch < F.col("min_decision_leader_epoch"), F.lit("ERROR")).otherwise(
             F.lit("INFO")
         ),
-    )
-
-
-def latest_decisions(records: DataFrame) -> DataFrame:
-    """Per (cluster, producer id, partition name), the latest Prepare* record listing it (`decision`), with whether
-    a later record of its transactional id follows it (`decision.completed`) and whether an Ongoing record listing
-    the partition came after it (`reopened`: a new transaction added the partition again)."""
-    listing = (
-        records.withColumn("completed", F.col("followed"))
-        .where(~F.col("is_tombstone") & F.col("state").isin(ONGOING, PREPARE_COMMIT, PREPARE_ABORT))
-        .withColumn("tp_name", F.explode("partition_set"))
-    )
-    decision = F.struct(
-        "batch_timestamp",
-        "record_offset",
-        "transactional_id",
-        F.col("producer_epoch").alias("epoch"),
-        "state_name",
-        "completed",
-    )
-    is_ongoing = F.col("state") == ONGOING
-    return (
-        listing.groupBy(*CLUSTER_PRODUCER, "tp_name")
-        .agg(
-            F.max(F.when(~is_ongoing, decision)).alias("decision"),
-            F.max(F.when(is_ongoing, F.struct("batch_timestamp", "record_offset"))).alias("_ongoing"),
-        )
-        .where(F.col("decision").isNotNull())
-        .select(
-            *CLUSTER_PRODUCER,
-            "tp_name",
-            "decision",
-            F.coalesce(
-                F.col("_ongoing") > F.struct("decision.batch_timestamp", "decision.record_offset"), F.lit(False)
-            ).alias("reopened"),
-        )
     )
 
 

@@ -16,14 +16,14 @@ the ids of partitions 0-24 of 50 also fit a topic of 25.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.rules.transaction_log.records import COMPLETE_STATES
+from pipeline.audit.state.coordinator import known_producers, latest_per_id, ongoing_partitions, tp_name
 from schemas.keys import CLUSTER_PRODUCER, TP
-from schemas.transaction_log import EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
+from schemas.transaction_log import COMPLETE_STATES, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 from schemas.transactions import OUTCOME_OPEN
 
 HANGING_CONFIRMED = rule(
@@ -98,39 +98,6 @@ PID_TO_MANY_IDS = rule(
 
 # A producer as the coordinator records know it: producer ids are allocated per cluster, and a coordinator's
 # records name the partitions of its own cluster, so every join of them with the batches is within one cluster.
-
-
-def tp_name() -> Column:
-    """The partition as coordinator records name it (`topic-partition`); it is within their cluster."""
-    return F.concat_ws("-", F.col("topic"), F.col("partition").cast("string"))
-
-
-def known_producers(records: DataFrame) -> DataFrame:
-    ids = F.explode(F.array("producer_id", "previous_producer_id", "next_producer_id")).alias("producer_id")
-    known = records.select("cluster_id", ids).where(F.col("producer_id") >= 0).distinct()
-    return known.withColumn("is_known", F.lit(True))
-
-
-def tv2_transaction_epochs(records: DataFrame) -> DataFrame:
-    """(producer id, epoch) of every Ongoing record that says ClientTransactionVersion 2: the transactions written
-    the V2 way. The version is the transaction's, not the producer id's: a coordinator that speaks TV2 writes its
-    own records (a fence's abort, the Empty after it) as TV2 while the client that goes on under the bumped epoch
-    is V1, and a V2 instance of a transactional id takes over the producer id of a V1 one."""
-    return (
-        records.where(F.col("is_tv2") & (F.col("state") == ONGOING) & (F.col("producer_id") >= 0))
-        .select(*CLUSTER_PRODUCER, "producer_epoch")
-        .distinct()
-    )
-
-
-def ongoing_partitions(records: DataFrame) -> DataFrame:
-    """(cluster, producer id, epoch, partition name) of every Ongoing record."""
-    return (
-        records.where(~F.col("is_tombstone") & (F.col("state") == ONGOING))
-        .select(*CLUSTER_PRODUCER, "producer_epoch", F.explode("partition_set").alias("tp_name"))
-        .distinct()
-        .withColumn("is_listed", F.lit(True))
-    )
 
 
 def _fully_uncleaned(records: DataFrame) -> DataFrame:
@@ -223,18 +190,6 @@ def offsets_partition_not_added(ctx: AuditContext) -> Fires:
             "tp_name",
         ),
         {"group": F.col("group"), "committed_topic": F.col("committed_topic")},
-    )
-
-
-def latest_per_id(records: DataFrame) -> DataFrame:
-    """Each transactional id's latest record in its partition (`latest`): the one no later record follows."""
-    return records.where(F.col("transactional_id").isNotNull() & ~F.col("followed")).select(
-        "cluster_id",
-        F.col("topic").alias("coordinator_topic"),
-        "transactional_id",
-        F.struct(
-            "is_tombstone", "state", "state_name", "producer_id", "producer_epoch", "partition_set", "record_offset"
-        ).alias("latest"),
     )
 
 

@@ -13,17 +13,18 @@ from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from pipeline.audit.rules.transaction_log.records import COMPLETE_STATES, PREPARE_STATES
 from schemas.keys import TP
 from schemas.transaction_log import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
+    COMPLETE_STATES,
     DEAD,
     EMPTY,
     ONGOING,
     PREPARE_ABORT,
     PREPARE_COMMIT,
     PREPARE_EPOCH_FENCE,
+    PREPARE_STATES,
 )
 
 EXPIRABLE_STATES = (EMPTY, *COMPLETE_STATES)

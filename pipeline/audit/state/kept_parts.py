@@ -3,7 +3,7 @@ aggregates only the rows it replayed.
 
 An aggregate whose every column is a sum, count, minimum or maximum, or the value at the first or last row in an
 order, can be taken over some of its rows and the results merged: the merge of the parts of the kept rows with the
-parts of the added ones is the aggregate of all of them. A replay that goes on (pipeline.audit.kept.replay) gives
+parts of the added ones is the aggregate of all of them. A replay that goes on (pipeline.audit.replay.kept) gives
 every kept row what a whole replay gives it, and its tasks aggregate only the rows they walk, not the kept last rows
 they write again with their next entry (which no part reads); so the parts a run keeps beside its replay, for the
 partitions that went on, merged with the parts its tasks took, are the parts of the whole replay. The key of an
@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.core.mergeable import Mergeable
-from pipeline.audit.engine.scratch import Scratch
+from pipeline.audit.core.scratch import Scratch
 from pipeline.audit.replay.files import Keeping, ReplayOutcome
 from pipeline.audit.replay.task_outputs import parts_table
 

@@ -12,15 +12,14 @@ records and findings of every partition whose digest it finds again, and derives
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.engine.scratch import Scratch
-from pipeline.audit.kept.replay import KeptReplay
+from pipeline.audit.core.scratch import Scratch
 from pipeline.audit.replay.files import Keeping
-from pipeline.audit.rules.transaction_log.records import audited_rows, records_of
+from pipeline.audit.replay.kept import CoordinatorOutcome
+from pipeline.audit.state.coordinator import audited_rows, records_of
 from schemas.keys import TP
 
 log = logging.getLogger(__name__)
@@ -28,18 +27,6 @@ log = logging.getLogger(__name__)
 RECORDS = "coordinator_records"
 SOURCES = "coordinator_sources"
 KEPT_TABLES = (RECORDS, SOURCES)  # the scratch tables a run keeps beside its replay
-_UNCHANGED = "cluster_id string, topic string, partition int"
-
-
-@dataclass(frozen=True)
-class CoordinatorOutcome:
-    """The `__transaction_state` partitions whose records were taken over from the kept replay `earlier`."""
-
-    unchanged: list[tuple[str, str, int]]
-    earlier: KeptReplay
-
-    def partitions(self, spark) -> DataFrame:
-        return F.broadcast(spark.createDataFrame(self.unchanged, _UNCHANGED))
 
 
 def sources(rows: DataFrame) -> DataFrame:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 import schemas
 from pipeline import __version__
@@ -191,3 +193,17 @@ def _used(kept: KeptReplay) -> dict[str, set[str]]:
         run, name = path.rstrip("/").rsplit("/", 2)[-2:]
         used.setdefault(run, set()).add(name)
     return used
+
+
+_UNCHANGED = "cluster_id string, topic string, partition int"
+
+
+@dataclass(frozen=True)
+class CoordinatorOutcome:
+    """The `__transaction_state` partitions whose records were taken over from the kept replay `earlier`."""
+
+    unchanged: list[tuple[str, str, int]]
+    earlier: KeptReplay
+
+    def partitions(self, spark) -> DataFrame:
+        return F.broadcast(spark.createDataFrame(self.unchanged, _UNCHANGED))

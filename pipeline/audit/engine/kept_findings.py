@@ -2,7 +2,7 @@
 rows it replayed.
 
 A row-local frame's findings (pipeline.audit.core.registry.Frame.row_local) depend on their replay row alone, and a
-replay that goes on leaves every kept row as a whole replay would (pipeline.audit.kept.replay). So the earlier
+replay that goes on leaves every kept row as a whole replay would (pipeline.audit.replay.kept). So the earlier
 findings of the partitions that went on stay right, except those of the kept last rows, which the replay writes
 again with their new next entry and which are checked again with the added rows. The findings each run leaves are
 kept beside its replay for the next one.
@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.audit.engine.scratch import Scratch
-from pipeline.audit.kept.replay import write_kept
+from pipeline.audit.core.scratch import Scratch
 from pipeline.audit.replay.files import Keeping, ReplayOutcome
+from pipeline.audit.replay.kept import write_kept
 from schemas.keys import REPLICA
 
 log = logging.getLogger(__name__)
