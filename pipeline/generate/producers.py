@@ -18,17 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pipeline.generate.coordinator import (
-    COMPLETE_ABORT,
-    COMPLETE_COMMIT,
-    EMPTY,
-    NO_START,
-    ONGOING,
-    PREPARE_ABORT,
-    PREPARE_COMMIT,
-    Record,
-)
+from pipeline.generate.coordinator import NO_START, Record
 from pipeline.generate.partition_log import MAX_SEQUENCE, DataPartition
+from schemas.transaction_log import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 
 if TYPE_CHECKING:
     from pipeline.generate.simulation import Simulation

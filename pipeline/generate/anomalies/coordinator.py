@@ -13,10 +13,11 @@ from pipeline.generate.anomalies.targets import (
     outside_transaction,
     state_record_truth,
 )
-from pipeline.generate.coordinator import COMPLETE_COMMIT, DEAD, EMPTY, NO_START, ONGOING
+from pipeline.generate.coordinator import NO_START
 from pipeline.generate.partition_log import MAX_SEQUENCE
 from pipeline.generate.producers import names
 from pipeline.sources.kafka_format.layout import COMPRESSION_GZIP
+from schemas.transaction_log import COMPLETE_COMMIT, DEAD, EMPTY, ONGOING
 
 if TYPE_CHECKING:
     from pipeline.generate.anomalies.injector import AnomalyInjector
