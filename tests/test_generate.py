@@ -17,7 +17,7 @@ from pipeline.config import IngestSettings
 from pipeline.generate import ground_truth
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
-from pipeline.sources.internal_topics import decode_transaction_log
+from pipeline.sources.coordinator_records.transaction_state import decode_transaction_log
 from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.partition_files.binary_files import decode_producer_snapshot, decode_txn_index
 from pipeline.sources.partition_files.discovery import discover_partition_files
