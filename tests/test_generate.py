@@ -165,7 +165,7 @@ def test_the_ingest_ignores_the_ground_truth(anomalous_root, truth):
 
 
 def test_ground_truth_covers_every_rule_family_and_kind(truth):
-    from pipeline.generate.anomalies.registry import catalog
+    from pipeline.generate.anomalies.catalog import catalog
 
     assert {row["rule_code"].split("-")[0] for row in truth} == FAMILIES
     assert {row["anomaly"] for row in truth} == {kind.name for kind in catalog()}
