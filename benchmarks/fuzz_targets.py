@@ -29,9 +29,10 @@ from mutations import mutate_bytes, mutate_text
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from pipeline.sources.coordinator_records.consumer_offsets import decode_offset_commit
+from pipeline.sources.coordinator_records.transaction_state import decode_transaction_log, transaction_log_rows
 from pipeline.sources.dumplog.parser import parse_dump
 from pipeline.sources.dumplog.reader import SNAPSHOT_ENTRIES, TXN_INDEX_ENTRIES
-from pipeline.sources.internal_topics import decode_offset_commit, decode_transaction_log, transaction_log_rows
 from pipeline.sources.kafka_format.windows import decode_segment, iter_decoded
 from pipeline.sources.partition_files.binary_files import (
     SNAPSHOT_CRC_START,
@@ -390,14 +391,14 @@ def load_targets(realdata: Path | None, extra_segments: list[Path] = ()) -> list
     return targets + [
         Target(
             "transaction_state_segment",
-            "internal_topics.transaction_log_rows over kafka_format.decode_segment",
+            "coordinator_records.transaction_log_rows over kafka_format.decode_segment",
             [_seed(realdata, _rebuilt_segment(realdata, name)) for name in TRANSACTION_STATE_SEGMENTS],
             _mutate_data,
             _run_transaction_state_segment,
         ),
         Target(
             "coordinator_record",
-            "internal_topics.decode_transaction_log, decode_offset_commit",
+            "coordinator_records.decode_transaction_log, decode_offset_commit",
             list(_coordinator_records(realdata)),
             _mutate_one_of(("key", "value")),
             _run_coordinator_record,

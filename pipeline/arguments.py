@@ -114,6 +114,7 @@ def _as_of_arg(text: str) -> AsOf:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; each command adds its own subparser, in the order `--help` lists them."""
     parser = argparse.ArgumentParser(
         prog="produce-audit",
         description=(
@@ -125,116 +126,150 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_command in (
+        _add_run_command,
+        _add_ingest_command,
+        _add_audit_command,
+        _add_report_command,
+        _add_compare_command,
+        _add_vacuum_command,
+        _add_prepare_command,
+    ):
+        add_command(commands)
 
-    def command(name: str, summary: str, details: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(
-            name,
-            help=summary,
-            description=f"{summary}\n\n{textwrap.fill(details, width=79)}",
-            epilog=EXIT_CODES_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        sub.add_argument(
-            "--warehouse",
-            metavar="WH",
-            help="directory or URI holding the Delta tables (default: `warehouse` of the config)",
-        )
-        sub.add_argument(
-            "--conf",
-            metavar="FILE",
-            help="YAML config layered over conf/local.yaml (spark, delta, ingest, audit, report, fail_on)",
-        )
-        return sub
+    from pipeline.generate.command import add_generate_command
 
-    def inputs(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--input",
-            dest="inputs",
-            action="append",
-            metavar="LOGROOT",
-            help="Kafka log root (a broker log.dirs directory, topic-partition directories or dump files); "
-            "repeat for several roots",
-        )
-        sub.add_argument(
-            "--cluster-input",
-            action=_ClusterInput,
-            nargs=2,
-            metavar=("ID", "LOGROOT"),
-            help="an input whose rows belong to cluster ID where it names none (dump text, columnar exports, log "
-            "dirs without cluster.id), as --input LOGROOT otherwise; repeat for inputs of several clusters, e.g. "
-            "--cluster-input east dumps/east --cluster-input west s3://bucket/west (overrides --cluster-id)",
-        )
-        sub.add_argument(
-            "--full",
-            action="store_true",
-            help="decode every segment again, also those ingested before and unchanged since "
-            "(default: ingest.incremental of the config)",
-        )
-        sub.add_argument(
-            "--deep",
-            action="store_true",
-            help="also hash every record's key, value and headers into the payloads table for the payload rules "
-            "(PAY-*): a second pass over the segments (default: ingest.deep of the config)",
-        )
-        sub.add_argument(
-            "--cluster-id",
-            metavar="ID",
-            help="cluster of the inputs that name none (dump text, columnar exports, log dirs whose "
-            "meta.properties has no cluster.id); partitions of different clusters are never compared "
-            '(default: ingest.cluster_id of the config, "" for unknown)',
-        )
+    add_generate_command(commands)
+    return parser
 
-    def audit_options(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--reference-time",
-            type=_reference_time_arg,
-            metavar="TIME",
-            help="broker wall clock for expiry and hanging-transaction rules: ISO-8601 (naive means UTC) or "
-            "epoch milliseconds (default: the latest batch timestamp of each partition)",
-        )
-        sub.add_argument(
-            "--transaction-version",
-            choices=TRANSACTION_VERSIONS,
-            help="KIP-890 transaction version of the producers (default: audit.transaction_version of the config)",
-        )
 
-    def fail_on(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--fail-on",
-            choices=FAIL_ON_CHOICES,
-            metavar="{" + ",".join(FAIL_ON_CHOICES) + "}",
-            help="exit 1 when a finding has this severity or a higher one (default: fail_on of the config, ERROR)",
-        )
+def _warehouse_command(commands, name: str, summary: str, details: str) -> argparse.ArgumentParser:
+    """A command that works on a warehouse: its help, and the --warehouse and --conf every such command takes."""
+    sub = commands.add_parser(
+        name,
+        help=summary,
+        description=f"{summary}\n\n{textwrap.fill(details, width=79)}",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub.add_argument(
+        "--warehouse",
+        metavar="WH",
+        help="directory or URI holding the Delta tables (default: `warehouse` of the config)",
+    )
+    sub.add_argument(
+        "--conf",
+        metavar="FILE",
+        help="YAML config layered over conf/local.yaml (spark, delta, ingest, audit, report, fail_on)",
+    )
+    return sub
 
-    run = command(
+
+def _add_input_options(sub: argparse.ArgumentParser) -> None:
+    """What to ingest and how: the log roots, the clusters they belong to, a full or deep decode."""
+    sub.add_argument(
+        "--input",
+        dest="inputs",
+        action="append",
+        metavar="LOGROOT",
+        help="Kafka log root (a broker log.dirs directory, topic-partition directories or dump files); "
+        "repeat for several roots",
+    )
+    sub.add_argument(
+        "--cluster-input",
+        action=_ClusterInput,
+        nargs=2,
+        metavar=("ID", "LOGROOT"),
+        help="an input whose rows belong to cluster ID where it names none (dump text, columnar exports, log "
+        "dirs without cluster.id), as --input LOGROOT otherwise; repeat for inputs of several clusters, e.g. "
+        "--cluster-input east dumps/east --cluster-input west s3://bucket/west (overrides --cluster-id)",
+    )
+    sub.add_argument(
+        "--full",
+        action="store_true",
+        help="decode every segment again, also those ingested before and unchanged since "
+        "(default: ingest.incremental of the config)",
+    )
+    sub.add_argument(
+        "--deep",
+        action="store_true",
+        help="also hash every record's key, value and headers into the payloads table for the payload rules "
+        "(PAY-*): a second pass over the segments (default: ingest.deep of the config)",
+    )
+    sub.add_argument(
+        "--cluster-id",
+        metavar="ID",
+        help="cluster of the inputs that name none (dump text, columnar exports, log dirs whose "
+        "meta.properties has no cluster.id); partitions of different clusters are never compared "
+        '(default: ingest.cluster_id of the config, "" for unknown)',
+    )
+
+
+def _add_audit_options(sub: argparse.ArgumentParser) -> None:
+    """What the audit assumes of the brokers: their clock and the producers' transaction version."""
+    sub.add_argument(
+        "--reference-time",
+        type=_reference_time_arg,
+        metavar="TIME",
+        help="broker wall clock for expiry and hanging-transaction rules: ISO-8601 (naive means UTC) or "
+        "epoch milliseconds (default: the latest batch timestamp of each partition)",
+    )
+    sub.add_argument(
+        "--transaction-version",
+        choices=TRANSACTION_VERSIONS,
+        help="KIP-890 transaction version of the producers (default: audit.transaction_version of the config)",
+    )
+
+
+def _add_fail_on_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--fail-on",
+        choices=FAIL_ON_CHOICES,
+        metavar="{" + ",".join(FAIL_ON_CHOICES) + "}",
+        help="exit 1 when a finding has this severity or a higher one (default: fail_on of the config, ERROR)",
+    )
+
+
+def _add_run_command(commands) -> None:
+    run = _warehouse_command(
+        commands,
         "run",
         "Ingest, audit and report in one go.",
         "Loads the log roots into `batches`, audits them, writes the result tables under WH, prints the "
         "summary and writes WH/reports/RUN_ID/summary.json.",
     )
-    inputs(run)
-    audit_options(run)
-    fail_on(run)
+    _add_input_options(run)
+    _add_audit_options(run)
+    _add_fail_on_option(run)
 
-    ingest = command(
+
+def _add_ingest_command(commands) -> None:
+    ingest = _warehouse_command(
+        commands,
         "ingest",
         "Load Kafka log roots into the `batches` Delta table.",
         "The topics found in the input replace their earlier rows, so ingesting the same input again gives "
         "identical tables. Segments ingested before and unchanged since keep their rows without being decoded "
         "again (ingest_manifest), unless --full is given.",
     )
-    inputs(ingest)
+    _add_input_options(ingest)
 
-    audit = command(
+
+def _add_audit_command(commands) -> None:
+    audit = _warehouse_command(
+        commands,
         "audit",
         "Audit the `batches` table of a warehouse.",
         "Replays Kafka's producer-state rules over every ingested topic and replaces that topic's rows in "
         "`findings`, `transactions`, `producer_state` and `partition_summary`.",
     )
-    audit_options(audit)
-    fail_on(audit)
+    _add_audit_options(audit)
+    _add_fail_on_option(audit)
 
-    report = command(
+
+def _add_report_command(commands) -> None:
+    report = _warehouse_command(
+        commands,
         "report",
         "Summarise an audit run.",
         "Prints counts by severity and rule, the top findings, transactions by outcome and partitions with "
@@ -256,9 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"table (a whole number below {VERSION_LIMIT}) or this time (ISO-8601, naive means UTC, or epoch "
         "milliseconds); exit 2 when that is before the first audit run or past the latest version or run",
     )
-    fail_on(report)
+    _add_fail_on_option(report)
 
-    compare = command(
+
+def _add_compare_command(commands) -> None:
+    compare = _warehouse_command(
+        commands,
         "compare",
         "Compare an audit run's result tables with golden outputs or with another run.",
         "Reads the latest published audit or run (or --run-id) of WH and compares its findings, transactions, "
@@ -282,7 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-examples", type=_non_negative_int, default=10, metavar="N", help="rows shown per kind (default: 10)"
     )
 
-    vacuum = command(
+
+def _add_vacuum_command(commands) -> None:
+    vacuum = _warehouse_command(
+        commands,
         "vacuum",
         "Delete files no kept version of the tables reads.",
         "Rolls back what unfinished runs left (as every writing command does first), then deletes the data "
@@ -305,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the table versions published by the last N writing runs (default: 10)",
     )
 
+
+def _add_prepare_command(commands) -> None:
+    """An installation step rather than a warehouse command: it takes no --warehouse, and a --conf of its own."""
     prepare = commands.add_parser(
         "prepare",
         help="Fetch the pinned jars and record the JVM class archive later runs start with (an installation step).",
@@ -329,8 +373,3 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument(
         "--require-jars", action="store_true", help="exit 2 when a jar bundle cannot be fetched, instead of going on"
     )
-
-    from pipeline.generate.command import add_generate_command
-
-    add_generate_command(commands)
-    return parser

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from pipeline.sources.internal_topics import decode_offset_commit, decode_transaction_log
+from pipeline.sources.coordinator_records.consumer_offsets import decode_offset_commit
+from pipeline.sources.coordinator_records.transaction_state import decode_transaction_log
 from pipeline.sources.partition_files.binary_files import decode_producer_snapshot
 from pipeline.sources.records.api import RecordError, iter_records
 from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC

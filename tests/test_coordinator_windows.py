@@ -14,16 +14,15 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from pipeline.sources import internal_topics
-from pipeline.sources.internal_topics import (
+from pipeline.sources.coordinator_records import transaction_state
+from pipeline.sources.coordinator_records.consumer_offsets import decode_offset_commit, offset_commit_rows
+from pipeline.sources.coordinator_records.transaction_state import (
     TRANSACTION_LOG_DECODED,
-    decode_offset_commit,
     decode_transaction_log,
-    offset_commit_rows,
-    range_rows,
     transaction_log_rows,
     transaction_log_values,
 )
+from pipeline.sources.internal_topics import range_rows
 from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, uvarint
 from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.records.api import RecordError, iter_records, window_records
@@ -104,7 +103,7 @@ def test_well_formed_records_never_reach_the_checked_decoder(monkeypatch):
     records = [random_record(rng) for _ in range(3000)]
     expected = [checked(key, value) for key, value in records]
     checked_calls = []
-    monkeypatch.setattr(internal_topics, "decode_transaction_log", lambda *record: checked_calls.append(record) or {})
+    monkeypatch.setattr(transaction_state, "decode_transaction_log", lambda *record: checked_calls.append(record) or {})
     for (key, value), row in zip(records, expected, strict=True):
         assert transaction_log_values(key, value) == row or (key, value) in checked_calls
     # Only values with a tagged field in a partition entry are left to the checked decoder.

@@ -17,7 +17,7 @@ from pipeline.config import IngestSettings
 from pipeline.generate import ground_truth
 from pipeline.generate.options import GenerateOptions
 from pipeline.generate.simulation import write_log_root
-from pipeline.sources.internal_topics import decode_transaction_log
+from pipeline.sources.coordinator_records.transaction_state import decode_transaction_log
 from pipeline.sources.kafka_format.windows import decode_segment
 from pipeline.sources.partition_files.binary_files import decode_producer_snapshot, decode_txn_index
 from pipeline.sources.partition_files.discovery import discover_partition_files
@@ -165,7 +165,7 @@ def test_the_ingest_ignores_the_ground_truth(anomalous_root, truth):
 
 
 def test_ground_truth_covers_every_rule_family_and_kind(truth):
-    from pipeline.generate.anomalies.registry import catalog
+    from pipeline.generate.anomalies.catalog import catalog
 
     assert {row["rule_code"].split("-")[0] for row in truth} == FAMILIES
     assert {row["anomaly"] for row in truth} == {kind.name for kind in catalog()}

@@ -21,16 +21,12 @@ from pipeline.config import Settings
 from pipeline.ingest import ingest_internal_topics
 from pipeline.ingest_manifest import plan_segment_reads
 from pipeline.runner import ingest
+from pipeline.sources.coordinator_records.consumer_offsets import decode_offset_commit, offset_commit_rows
+from pipeline.sources.coordinator_records.transaction_state import decode_transaction_log, transaction_log_rows
 from pipeline.sources.dumplog.grammar import UNKNOWN
 from pipeline.sources.dumplog.parser import parse_dump
 from pipeline.sources.input_plan import plan_inputs
-from pipeline.sources.internal_topics import (
-    decode_offset_commit,
-    decode_transaction_log,
-    offset_commit_rows,
-    range_rows,
-    transaction_log_rows,
-)
+from pipeline.sources.internal_topics import range_rows
 from pipeline.sources.kafka_format.encoding import encode_batch, encode_marker, uvarint
 from pipeline.sources.kafka_format.layout import COMPRESSION_GZIP
 from pipeline.sources.kafka_format.windows import decode_segment

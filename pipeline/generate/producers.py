@@ -16,14 +16,18 @@ InitProducerId.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline.generate.coordinator import NO_START, Record
 from pipeline.generate.partition_log import MAX_SEQUENCE, DataPartition
 from schemas.transaction_log import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 
 if TYPE_CHECKING:
-    from pipeline.generate.simulation import Simulation
+    from collections import Counter
+    from collections.abc import Callable
+
+    from pipeline.generate.coordinator import Coordinator
+    from pipeline.generate.rand import Rng
 
 RECORDS_PER_BATCH = (1,) * 30 + (2,) * 20 + (3,) * 15 + (4,) * 10 + (5,) * 8 + (6,) * 7 + (7,) * 5 + (8,) * 5
 RETRY_PROBABILITY = 0.001
@@ -36,6 +40,24 @@ STALL_PROBABILITY = 0.002  # per transaction: the client hangs past transaction.
 ABORT_CHECK_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
 
 
+class ProducerSimulation(Protocol):
+    """What a producer uses of the simulation it sends in: its clock, draws, coordinator, timers and counters. A
+    protocol, so that this module does not import the simulation, which makes the producers."""
+
+    rng: Rng
+    clock: int
+    stats: Counter[str]
+    coordinator: Coordinator
+
+    def new_pid(self) -> int: ...
+
+    def schedule(self, time: int, callback: Callable, *args) -> None: ...
+
+    def stall(self, producer: TransactionalProducer) -> None: ...
+
+    def retire(self, producer: Producer) -> None: ...
+
+
 class Producer:
     """What every client has: a producer id (or -1), an epoch and the partitions it writes to."""
 
@@ -45,14 +67,14 @@ class Producer:
         self.targets = targets
         self.sequences: dict[int, int] = {}  # partition index -> next sequence
 
-    def send(self, sim: Simulation) -> None:
+    def send(self, sim: ProducerSimulation) -> None:
         raise NotImplementedError
 
 
 class LegacyProducer(Producer):
     """`enable.idempotence=false`: no producer id, epoch or sequence."""
 
-    def send(self, sim: Simulation) -> None:
+    def send(self, sim: ProducerSimulation) -> None:
         rng = sim.rng
         target = self.targets[rng.below(len(self.targets))]
         target.data(-1, -1, -1, RECORDS_PER_BATCH[rng.below(len(RECORDS_PER_BATCH))], False, sim.clock)
@@ -65,7 +87,7 @@ class IdempotentProducer(Producer):
         super().__init__(pid, epoch, targets)
         self.wraps = wraps
 
-    def first_sequence(self, sim: Simulation) -> int:
+    def first_sequence(self, sim: ProducerSimulation) -> int:
         return MAX_SEQUENCE - sim.rng.below(400) if self.wraps else 0
 
     def bump_epoch(self) -> None:
@@ -73,7 +95,7 @@ class IdempotentProducer(Producer):
         self.sequences = {}
         self.wraps = False
 
-    def send(self, sim: Simulation) -> None:
+    def send(self, sim: ProducerSimulation) -> None:
         rng = sim.rng
         draw = rng.random()
         if draw < EPOCH_BUMP_PROBABILITY:
@@ -121,7 +143,7 @@ class TransactionalProducer(Producer):
 
     # --- coordinator transitions ------------------------------------------------------------------------
 
-    def record(self, sim: Simulation, state: int, partitions, start_ms: int, **kw) -> Record:
+    def record(self, sim: ProducerSimulation, state: int, partitions, start_ms: int, **kw) -> Record:
         self.last_record_ms = kw.get("last_update_ms", sim.clock)
         self.last_record = sim.coordinator.write(
             self.transactional_id,
@@ -136,7 +158,7 @@ class TransactionalProducer(Producer):
         )
         return self.last_record
 
-    def init_producer_id(self, sim: Simulation, bump: int = 1) -> Record:
+    def init_producer_id(self, sim: ProducerSimulation, bump: int = 1) -> Record:
         """InitProducerId: Empty at the next epoch (the first call keeps the epoch it was given)."""
         if self.initialized:
             self.epoch += bump
@@ -152,7 +174,7 @@ class TransactionalProducer(Producer):
 
     # --- sending ------------------------------------------------------------------------------------------
 
-    def begin(self, sim: Simulation, targets: list[DataPartition] | None = None) -> Transaction | None:
+    def begin(self, sim: ProducerSimulation, targets: list[DataPartition] | None = None) -> Transaction | None:
         """A new transaction over `targets`, by default up to four partitions drawn from the allowed ones."""
         rng = sim.rng
         if targets is None:
@@ -171,7 +193,7 @@ class TransactionalProducer(Producer):
         self.txn = txn
         return txn
 
-    def send(self, sim: Simulation) -> None:
+    def send(self, sim: ProducerSimulation) -> None:
         if not self.initialized or self.fenced:
             self.init_producer_id(sim)
         txn = self.txn
@@ -196,7 +218,7 @@ class TransactionalProducer(Producer):
         elif txn.sent >= txn.planned:
             self.end(sim, commit=rng.chance(COMMIT_PROBABILITY))
 
-    def add_partition(self, sim: Simulation, txn: Transaction, target: DataPartition) -> None:
+    def add_partition(self, sim: ProducerSimulation, txn: Transaction, target: DataPartition) -> None:
         """AddPartitionsToTxn: Ongoing with the partitions so far (the first add starts the timeout clock)."""
         if txn.start_ms == NO_START:
             txn.start_ms = sim.clock
@@ -205,7 +227,12 @@ class TransactionalProducer(Producer):
         self.record(sim, ONGOING, names(txn.added), txn.start_ms)
 
     def write(
-        self, sim: Simulation, txn: Transaction, target: DataPartition, records: int, timestamp: int | None = None
+        self,
+        sim: ProducerSimulation,
+        txn: Transaction,
+        target: DataPartition,
+        records: int,
+        timestamp: int | None = None,
     ) -> int:
         if target not in txn.added:
             self.add_partition(sim, txn, target)
@@ -218,7 +245,7 @@ class TransactionalProducer(Producer):
 
     def end(
         self,
-        sim: Simulation,
+        sim: ProducerSimulation,
         commit: bool,
         markers: dict[int, dict] | None = None,
         prepare_extra: list[tuple[str, int]] = (),
@@ -254,7 +281,7 @@ class TransactionalProducer(Producer):
         return offsets
 
     def coordinator_abort(
-        self, sim: Simulation, lost: DataPartition | None = None, jump: DataPartition | None = None
+        self, sim: ProducerSimulation, lost: DataPartition | None = None, jump: DataPartition | None = None
     ) -> dict[int, int]:
         """Timeout or fence: PrepareAbort at epoch + 1, ABORT markers at that epoch, CompleteAbort.
 
@@ -274,10 +301,10 @@ class TransactionalProducer(Producer):
         self.fenced = True
         return offsets
 
-    def coordinator_epoch(self, sim: Simulation) -> int:
+    def coordinator_epoch(self, sim: ProducerSimulation) -> int:
         return sim.coordinator.partition_of(self.transactional_id).coordinator_epoch
 
-    def timed_out(self, sim: Simulation, txn: Transaction) -> None:
+    def timed_out(self, sim: ProducerSimulation, txn: Transaction) -> None:
         """The coordinator's periodic check found the transaction past its timeout."""
         if self.txn is txn:
             sim.stats["timeout_aborts"] += 1

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.generate import layout
+from pipeline.generate.anomalies.catalog import catalog
 from pipeline.generate.anomalies.injector import AnomalyInjector
 from pipeline.generate.anomalies.replicas import ReplicaFaults
 from pipeline.generate.cluster import TOPICS, TRANSACTIONAL_TOPICS, build_cluster
@@ -80,7 +81,7 @@ class Simulation:
             for partition in self.partitions
             for _ in range(self.rng.below(3))
         )
-        self.anomalies = AnomalyInjector(self)
+        self.anomalies = AnomalyInjector(self, catalog())
 
     def new_pid(self) -> int:
         self._next_pid += 1

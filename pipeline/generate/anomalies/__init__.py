@@ -1,5 +1,6 @@
 """Anomalies injected into a generated log, each with the finding the audit must raise for it.
 
-`injector` schedules them into a run and records the ground truth; `registry` defines a kind and the
-catalog; one module per rule family holds the kinds; `targets` has what they share.
+`registry` defines a kind and collects the kinds; one module per rule family registers its kinds there;
+`catalog` imports every family and orders their kinds for a run; `injector` schedules them into a run and records
+the ground truth; `targets` has what the families share; `replicas` faults follower copies once a run is written.
 """

@@ -1,12 +1,11 @@
 """Scheduling anomalies into a run and recording their ground truth.
 
-`--anomaly-rate` is a fraction of the data batches: a run of N batches gets round(rate * N) anomalies, the
-kinds of `registry.catalog()` taken in turn (the catalog interleaves rule families, so a few dozen cover
-every family), each kind up to its limit. Kinds that change the log as it is written are spread evenly over
-5-85 % of the run; kinds that change files beside it are applied when the run ends. A kind that finds no
-target yet waits and is retried every few steps, for at most 2 % of the run (5000 steps at least) and not
-past 92 % of it, then is dropped (counted, never recorded): so waiting never costs more than a bounded share of
-the steps.
+`--anomaly-rate` is a fraction of the data batches: a run of N batches gets round(rate * N) anomalies, the kinds of
+`catalog.catalog()` (the simulation hands them over) taken in turn (the catalog interleaves rule families, so a few
+dozen cover every family), each kind up to its limit. Kinds that change the log as it is written are spread evenly
+over 5-85 % of the run; kinds that change files beside it are applied when the run ends. A kind that finds no
+target yet waits and is retried every few steps, for at most 2 % of the run (5000 steps at least) and not past 92 %
+of it, then is dropped (counted, never recorded): so waiting never costs more than a bounded share of the steps.
 
 Anomalies must not overlap, so that each yields exactly the findings it declares: every one claims the
 (partition, producer id) pairs it touches and any partition-level slot it uses (the tail of a log, a
@@ -17,17 +16,18 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline.generate import ground_truth
-from pipeline.generate.anomalies.registry import Kind, catalog
+from pipeline.generate.anomalies.registry import Kind
 from pipeline.generate.ground_truth import Truth
 from pipeline.generate.partition_log import DataPartition, ProducerEntry
-from pipeline.generate.producers import IdempotentProducer, TransactionalProducer
+from pipeline.generate.producers import IdempotentProducer, ProducerSimulation, TransactionalProducer
 from pipeline.generate.rand import STREAM_ANOMALIES, Rng
 
 if TYPE_CHECKING:
-    from pipeline.generate.simulation import Simulation
+    from pipeline.generate.options import GenerateOptions
+    from pipeline.generate.producers import Producer
 
 FIRST_FRACTION, LAST_FRACTION, GIVE_UP_FRACTION = 0.05, 0.85, 0.92
 RETRY_STEPS = 16
@@ -36,8 +36,22 @@ LULL_AFTER_STEPS = 50
 LULL_MINUTES = 25  # longer than transaction.max.timeout.ms + 5 min, so an open transaction left behind hangs
 
 
+class AnomalySimulation(ProducerSimulation, Protocol):
+    """What the injector and the kinds use of the simulation: what its producers use, and its options, step,
+    partitions, producers (all and active) and lulls. A protocol, so that the anomalies do not import the simulation
+    that runs them."""
+
+    options: GenerateOptions
+    step: int
+    partitions: list[DataPartition]
+    producers: list[Producer]
+    active: list[Producer]
+
+    def lull(self, minutes: int) -> None: ...
+
+
 class AnomalyInjector:
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: AnomalySimulation, kinds: tuple[Kind, ...]) -> None:
         self.sim = sim
         self.rng = Rng(sim.options.seed, STREAM_ANOMALIES)
         self.truths: list[Truth] = []
@@ -49,7 +63,7 @@ class AnomalyInjector:
         self.hooks_waiting: Counter[str] = Counter()  # kind name -> hooks registered that have not fired
         self.lull_at: int | None = None
         batches = sim.options.batches
-        plan = _plan(catalog(), round(sim.options.anomaly_rate * batches))
+        plan = _plan(kinds, round(sim.options.anomaly_rate * batches))
         stream = [kind for kind in plan if not kind.at_finish]
         self.at_finish_kinds = [kind for kind in plan if kind.at_finish]
         first, last = int(batches * FIRST_FRACTION), int(batches * LAST_FRACTION)

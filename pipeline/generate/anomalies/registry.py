@@ -1,18 +1,19 @@
-"""What an anomaly kind is, and the catalog of them in the order a run takes them."""
+"""What an anomaly kind is, and the kinds registered by the family modules as they load.
+
+It knows no family: `catalog` imports them all and orders their kinds for a run.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain, zip_longest
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:
-    from pipeline.generate.anomalies.injector import AnomalyInjector
+Injector = TypeVar("Injector")  # what a kind's function injects with: the run's injector, or its replica faults
 
 
 @dataclass(frozen=True)
-class Kind:
+class Kind(Generic[Injector]):
     """An anomaly: the finding it must raise (rule code, severity), the codes it legitimately raises too
     (consequences), and the function that injects it. `at_finish` kinds change files when the run ends;
     `limit` caps how many a run gets."""
@@ -20,7 +21,7 @@ class Kind:
     name: str
     rule_code: str
     severity: str
-    function: Callable[[AnomalyInjector, Kind], bool]
+    function: Callable[[Injector, Kind[Injector]], bool]
     consequences: tuple[str, ...] = ()
     at_finish: bool = False
     limit: int | None = None
@@ -29,7 +30,7 @@ class Kind:
     def family(self) -> str:
         return self.rule_code.split("-")[0]
 
-    def run(self, injector: AnomalyInjector) -> bool:
+    def run(self, injector: Injector) -> bool:
         """Inject once; False when there is no target yet (the injector retries later)."""
         return self.function(injector, self)
 
@@ -47,20 +48,6 @@ def anomaly(name: str, rule_code: str, severity: str, consequences=(), at_finish
     return register
 
 
-def catalog() -> tuple[Kind, ...]:
-    """Every kind, one of each family in turn, so that a few dozen anomalies already cover every family."""
-    from pipeline.generate.anomalies import (  # noqa: F401 (registering the kinds)
-        batch_format,
-        coordinator,
-        epochs,
-        segment_files,
-        sequences,
-        snapshots,
-        transactions,
-        txnindex,
-    )
-
-    families: dict[str, list[Kind]] = {}
-    for item in _REGISTERED:
-        families.setdefault(item.family, []).append(item)
-    return tuple(item for item in chain.from_iterable(zip_longest(*families.values())) if item is not None)
+def registered() -> tuple[Kind, ...]:
+    """Every kind registered so far, in the order the family modules registered them."""
+    return tuple(_REGISTERED)

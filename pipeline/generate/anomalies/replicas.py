@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.generate.anomalies.registry import Kind, catalog
+from pipeline.generate.anomalies.catalog import catalog
+from pipeline.generate.anomalies.registry import Kind
 from pipeline.generate.encode import HEADER
 from pipeline.generate.partition_log import MAX_SEQUENCE, DataPartition
 from pipeline.generate.rand import STREAM_REPLICAS, Rng

@@ -33,6 +33,7 @@ blog posts print code) are read without the number. Lines that fit no layout (sh
 are counted as `unknown` and reported with their line numbers (the ingest logs the first ones and counts them in
 `runs.counts`, which the reports show); they are never dropped silently.
 
-Modules: `grammar` (line kinds and layouts), `rows` (batch rows from matched lines), `decoded_payloads` (the
-coordinator and offsets decoders' records), `parser` (the one pass over a text), `reader` (the Spark readers).
+Modules: `grammar` (line kinds and layouts), `rows` (batch rows from matched lines), `partition_file_entries`
+(`.snapshot` and `.txnindex` entry rows), `decoded_payloads` (the coordinator and offsets decoders' records),
+`coordinator_rows` (their record lines as rows), `parser` (the one pass over a text), `reader` (the Spark readers).
 """

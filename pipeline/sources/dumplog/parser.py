@@ -9,15 +9,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipeline.sources.dumplog.decoded_payloads import (
-    decoded_text,
-    key_and_payload,
-    offset_commit_fields,
-    transaction_log_fields,
-)
+from pipeline.sources.dumplog.coordinator_rows import coordinator_record_row
 from pipeline.sources.dumplog.grammar import (
     BATCH,
-    BATCH_METADATA_1_0,
     BLANK,
     CONTROL_RECORD,
     DEEP_GROUP_NOTE,
@@ -42,8 +36,6 @@ from pipeline.sources.dumplog.grammar import (
     SNAPSHOT,
     SNAPSHOT_0_11,
     SNAPSHOT_ENTRY,
-    SNAPSHOT_ENTRY_FIELDS,
-    SOURCE_FORMAT,
     STARTING_OFFSET,
     TRUNCATED_TAIL,
     TXN_INDEX,
@@ -54,6 +46,7 @@ from pipeline.sources.dumplog.grammar import (
     DumpParse,
     Section,
 )
+from pipeline.sources.dumplog.partition_file_entries import empty_snapshot_entry, snapshot_entry, txn_index_entry
 from pipeline.sources.dumplog.rows import (
     add_note,
     bool_or_null,
@@ -64,18 +57,14 @@ from pipeline.sources.dumplog.rows import (
     first_out_of_range,
     holds_offset,
     in_range,
-    int32_or_none,
     int_or_null,
     is_control_record,
-    parse_txn_first_offset,
     printed_timestamp,
     set_last_offset_delta,
 )
-from pipeline.sources.kafka_format.layout import TXN_INDEX_ENTRY_BYTES
 from pipeline.sources.log_dir_names import PARTITION_DIR
 from pipeline.sources.partition_files.entries import SNAPSHOT_SUFFIX
 from schemas.batches import STATUS_LEGACY, STATUS_OK, STATUS_TRUNCATED
-from schemas.offset_commits import CONSUMER_OFFSETS_TOPIC
 from schemas.transaction_log import (
     TRANSACTION_STATE_TOPIC,
 )
@@ -340,43 +329,12 @@ class _DumpParser:
     # --- coordinator-topic records --------------------------------------------------------------------
 
     def _on_coordinator_record(self, match: re.Match[str], batch: dict[str, Any] | None) -> None:
-        """A data record of `__transaction_state`, or of a transactional `__consumer_offsets` batch, as a row.
-
-        `batch` is the row of the batch holding the record, None when no batch line was printed for it.
-        """
-        section = self.section
-        if section.skipped or section.topic not in (TRANSACTION_STATE_TOPIC, CONSUMER_OFFSETS_TOPIC):
+        row = coordinator_record_row(self.section, self.source_file, match, batch)
+        if row is None:
             return
-        if control_fields(match)[0] is not None:
-            return
-        if section.topic == CONSUMER_OFFSETS_TOPIC and (batch is None or not batch["is_transactional"]):
-            return
-        key, payload = key_and_payload(match.group("tail"))
-        row: dict[str, Any] = {
-            "topic": section.topic,
-            "partition": section.partition,
-            "record_offset": int(match.group("offset")),
-            "segment_base_offset": section.base_offset,
-            "source_file": self.source_file,
-            "source_format": SOURCE_FORMAT,
-        }
-        if batch is not None:
-            row.update(batch_base_offset=batch["base_offset"], position=batch["position"])
-        if section.topic == TRANSACTION_STATE_TOPIC:
-            row["record_timestamp"] = printed_timestamp(match)
-            if batch is not None:
-                row.update(
-                    batch_timestamp=batch["max_timestamp"],
-                    partition_leader_epoch=batch["partition_leader_epoch"],
-                    batch_is_transactional=batch["is_transactional"],
-                    batch_compression=batch["compression"],
-                    batch_producer_id=batch["producer_id"],
-                )
-            row.update(decoded_text(transaction_log_fields, key, payload))
+        if row["topic"] == TRANSACTION_STATE_TOPIC:
             self.transaction_log.append(row)
         else:
-            row.update(producer_id=batch["producer_id"], producer_epoch=batch["producer_epoch"])
-            row.update(decoded_text(offset_commit_fields, key, payload))
             self.offset_commit_records.append(row)
 
     def _flush_deep_group(self) -> None:
@@ -445,63 +403,18 @@ class _DumpParser:
         section = self.section
         if section.suffix != SNAPSHOT_SUFFIX or section.snapshot_entries or section.skipped:
             return
-        entry = dict.fromkeys(SNAPSHOT_ENTRY_FIELDS)
-        entry.update(
-            topic=section.topic,
-            partition=section.partition,
-            snapshot_offset=section.base_offset,
-            source_file=self.source_file,
-            line_number=section.line_number,
-        )
-        self.snapshot_entries.append(entry)
+        self.snapshot_entries.append(empty_snapshot_entry(section, self.source_file))
 
     def _on_snapshot_entry(self, line_number: int, match: re.Match[str]) -> None:
         section = self._claim_section(line_number)
         section.snapshot_entries += 1
-        groups = match.groupdict()
-        entry: dict[str, Any] = {
-            "topic": section.topic,
-            "partition": section.partition,
-            "snapshot_offset": section.base_offset,
-            "producer_id": int(groups["producer_id"]),
-            "producer_epoch": int(groups["producer_epoch"]),
-            "coordinator_epoch": int_or_null(groups["coordinator_epoch"]),
-            "current_txn_first_offset": parse_txn_first_offset(groups["txn_first_offset"]),
-            "last_timestamp": int_or_null(groups["last_timestamp"]),
-            "first_sequence": int_or_null(groups.get("first_sequence")),
-            "last_sequence": int_or_null(groups["last_sequence"]),
-            "last_offset": int_or_null(groups["last_offset"]),
-            "offset_delta": int_or_null(groups["offset_delta"]),
-            "timestamp": int_or_null(groups.get("timestamp")),
-            "source_file": self.source_file,
-            "line_number": line_number,
-        }
-        if match.re is SNAPSHOT_0_11:
-            entry["timestamp"] = entry["last_timestamp"]  # 0.11 keeps one timestamp: the last batch's
-        cached = list(BATCH_METADATA_1_0.finditer(groups.get("queue") or ""))
-        if cached:
-            newest = cached[-1]  # the one batch a snapshot file persists
-            entry.update(
-                first_sequence=int(newest.group("first_sequence")),
-                last_sequence=int(newest.group("last_sequence")),
-                last_offset=int(newest.group("last_offset")),
-                offset_delta=int32_or_none(int(newest.group("last_offset")) - int(newest.group("first_offset"))),
-                timestamp=int(newest.group("timestamp")),
-            )
+        entry = snapshot_entry(section, self.source_file, line_number, match)
         if not section.skipped:
             self.snapshot_entries.append(entry)
 
     def _on_txn_index_entry(self, line_number: int, match: re.Match[str]) -> None:
         section = self._claim_section(line_number)
-        entry = {
-            "topic": section.topic,
-            "partition": section.partition,
-            "segment_base_offset": section.base_offset,
-            **{name: int(value) for name, value in match.groupdict().items()},
-            "position": TXN_INDEX_ENTRY_BYTES * section.txn_index_entries,
-            "source_file": self.source_file,
-            "line_number": line_number,
-        }
+        entry = txn_index_entry(section, self.source_file, line_number, match)
         section.txn_index_entries += 1
         if not section.skipped:
             self.txn_index_entries.append(entry)
