@@ -311,25 +311,20 @@ def LATEST_COORDINATOR_RECORDS(inputs: AuditInputs, ctx: AuditContext) -> DataFr
     records = inputs.coordinator_records
     if records is None:
         return None
-    latest_first = Window.partitionBy(*TP, "transactional_id").orderBy(F.col("record_offset").desc())
-    newest = F.greatest(
-        F.max("batch_timestamp").over(Window.partitionBy(*TP)),
-        F.max("last_update_timestamp_ms").over(Window.partitionBy(*TP)),
-    )
-    reference_time_ms = ctx.reference_time_ms
-    reference = F.lit(reference_time_ms).cast("long") if reference_time_ms is not None else newest
+    # The latest record of an id is the one no later record follows (`followed`, from the window that made the
+    # records): no sort of every record again. The partition's newest time is an aggregate, a row per partition.
+    latest = records.where(F.col("transactional_id").isNotNull() & ~F.col("followed"))
+    if ctx.reference_time_ms is not None:
+        latest = latest.withColumn("reference_time_ms", F.lit(ctx.reference_time_ms).cast("long"))
+    else:
+        newest = records.groupBy(*TP).agg(
+            F.greatest(F.max("batch_timestamp"), F.max("last_update_timestamp_ms")).alias("reference_time_ms")
+        )
+        latest = latest.join(F.broadcast(newest), on=TP, how="inner")
     # One cluster has one __transaction_state topic, whose partitions together map ids to producer ids.
     sharing = Window.partitionBy("cluster_id", "topic", F.when(_live(), F.col("producer_id")))
-    return (
-        records.where(F.col("transactional_id").isNotNull())
-        .withColumn("reference_time_ms", reference)
-        .withColumn("_rank", F.row_number().over(latest_first))
-        .where(F.col("_rank") == 1)
-        .drop("_rank")
-        .withColumn(
-            "ids_of_producer",
-            F.array_sort(F.collect_set(F.when(_live(), F.col("transactional_id"))).over(sharing)),
-        )
+    return latest.withColumn(
+        "ids_of_producer", F.array_sort(F.collect_set(F.when(_live(), F.col("transactional_id"))).over(sharing))
     )
 
 
