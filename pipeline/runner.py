@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -38,7 +39,6 @@ from pipeline.errors import InputError
 from pipeline.ingest import distinct_pairs, ingest_inputs
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
-from pipeline.progress import timed
 from pipeline.reports.changes import build_changes
 from pipeline.reports.details import detail_sections
 from pipeline.reports.findings_export import write_findings_jsonl
@@ -177,7 +177,7 @@ def compare(
     rows = _compared_rows(store, _audited_run(store, audited_run_id))
     if update:
         for table, frame in rows.items():
-            log.info("golden %s written to %s", table, write_golden(frame, table, golden))
+            log.debug("golden %s written to %s", table, write_golden(frame, table, golden))
         return []
     if baseline_run_id is not None:
         baseline = published_run(store, baseline_run_id)
@@ -282,19 +282,19 @@ def _audit(
     result.counts["deep"] = int(deep)
     java_options = store.spark.sparkContext.getConf().get(JAVA_OPTIONS, "")
     result.counts["plan.optimising_compiler"] = int(runs_optimising(java_options))
-    if not deep:
-        log.info("deep mode off: the payload rules (PAY-*) are skipped; ingest with --deep to run them")
     stats = PlanStats()
     scratch = Scratch(store.spark, f"{store.warehouse}/{SCRATCH_DIR}/{run_id}", stats)
     batch_files = store.files_per_partition("batches")
     result.counts["plan.replay_read_files"] = int(bool(batch_files))
     if batch_files:
-        log.info("replay: its tasks read the %d partitions' files themselves", len(batch_files))
+        log.debug("replay: its tasks read the %d partitions' files themselves", len(batch_files))
     else:
-        log.info("replay: the batches are exchanged by partition (a file of `batches` holds several, or is unnamed)")
+        log.debug("replay: the batches are exchanged by partition (a file of `batches` holds several, or is unnamed)")
     kept_folder = f"{store.warehouse}/{KEPT_FOLDER}"
     audited_before = last_published(store, AUDIT_COMMANDS)
     keeping = Keeping(kept_folder, run_id, read_kept(kept_folder, audited_before and audited_before.run_id))
+    topics = len({topic for _, topic in pairs})
+    started = time.perf_counter()
     try:
         audited = run_audit(
             batches,
@@ -307,6 +307,13 @@ def _audit(
             keeping=keeping,
             **side_files,
         )
+        log.info(
+            "audit: %d topic(s) checked in %.1f s%s",
+            topics,
+            time.perf_counter() - started,
+            "" if deep else " (payload rules PAY-* skipped: ingest with --deep to run them)",
+        )
+        started = time.perf_counter()
 
         def write_output(table: str, partition_by: list[str]) -> int:
             output = getattr(audited, table)
@@ -323,11 +330,16 @@ def _audit(
         )
         keep_tables(keeping, scratch, [*scratch.names("parts/"), *KEPT_TABLES])
         keep(keeping, scratch, KEPT_FRAMES)
+        log.info(
+            "audit tables written in %.1f s: %d finding(s) in %d topic(s)",
+            time.perf_counter() - started,
+            result.counts["findings"],
+            topics,
+        )
     finally:
         scratch.remove()
-    log.info("audit plans: %s", stats.describe())
+    log.debug("audit plans: %s", stats.describe())
     result.counts.update(stats.counts())
-    log.info("audited %d topic(s): %d finding(s)", len({topic for _, topic in pairs}), result.counts["findings"])
 
 
 def _audited_pairs(store: TableStore, batches: DataFrame) -> list[tuple[str, str]]:
@@ -347,28 +359,30 @@ def _report(
     versions: dict[str, int] | None = None,
 ) -> None:
     run_id, top_n = run_section["id"], settings.report.top_findings
-    with timed(log, f"report of run {run_id}") as step:
-        # The sections' small queries are one job; the export and the diff with the last run run beside it.
-        rows = run_rows(store, run_id, versions)
-        sections = {**summary_sections(rows, top_n), **detail_sections(rows, top_n)}
-        parts = side_by_side(
-            {
-                "sections": partial(gather, sections),
-                "findings": partial(_export_findings, store, run_id, versions),
-                "changes": partial(build_changes, store, run_id, top_n, versions),
-            }
-        )
-        summary = summary_of(run_section, parts["sections"])
-        details = {name: parts["sections"][name] for name in sections if name not in SUMMARY_SECTIONS}
-        changes = parts["changes"]
-        location = write_summary(summary, store.warehouse)
-        log.info("summary of run %s written to %s", run_id, location)
-        for name, text in (
-            ("report.html", render_html(summary, details, changes)),
-            ("report.md", render_markdown(summary, details, changes)),
-        ):
-            log.info("report of run %s written to %s", run_id, write_report_file(store.warehouse, run_id, name, text))
-        step.count, step.unit = summary["findings"]["total"], "findings"
+    started = time.perf_counter()
+    # The sections' small queries are one job; the export and the diff with the last run run beside it.
+    rows = run_rows(store, run_id, versions)
+    sections = {**summary_sections(rows, top_n), **detail_sections(rows, top_n)}
+    parts = side_by_side(
+        {
+            "sections": partial(gather, sections),
+            "findings": partial(_export_findings, store, run_id, versions),
+            "changes": partial(build_changes, store, run_id, top_n, versions),
+        }
+    )
+    summary = summary_of(run_section, parts["sections"])
+    details = {name: parts["sections"][name] for name in sections if name not in SUMMARY_SECTIONS}
+    changes = parts["changes"]
+    write_summary(summary, store.warehouse)
+    html = write_report_file(store.warehouse, run_id, "report.html", render_html(summary, details, changes))
+    write_report_file(store.warehouse, run_id, "report.md", render_markdown(summary, details, changes))
+    log.info(
+        "report of run %s: %d finding(s), written in %.1f s to %s (with report.md, summary.json, findings.jsonl)",
+        run_id,
+        summary["findings"]["total"],
+        time.perf_counter() - started,
+        html,
+    )
     result.summary = summary
     result.findings_by_severity = dict(summary["findings"]["by_severity"])
 
@@ -376,7 +390,7 @@ def _report(
 def _export_findings(store: TableStore, run_id: str, versions: Mapping[str, int] | None) -> str:
     findings = store.read("findings", schema=schemas.FINDINGS, version=(versions or {}).get("findings"))
     exported = write_findings_jsonl(findings.where(F.col("run_id") == run_id), store.warehouse, run_id)
-    log.info("findings of run %s written to %s", run_id, exported)
+    log.debug("findings of run %s written to %s", run_id, exported)
     return exported
 
 

@@ -71,7 +71,7 @@ def coordinator_records(
     before = spark.read.parquet(earlier.tables[SOURCES])
     same = now.join(before, on=[*PARTITION, "rows", "digest"], how="left_semi").select(*PARTITION)
     keeping.coordinator = CoordinatorOutcome([tuple(row) for row in same.collect()], earlier)  # a row per partition
-    log.info(
+    log.debug(
         "coordinator records: %d partition(s) taken from the kept replay, the others derived again",
         len(keeping.coordinator.unchanged),
     )
