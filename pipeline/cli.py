@@ -32,6 +32,8 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
+LOG_LEVEL_VARIABLE = "PRODUCE_AUDIT_LOG_LEVEL"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 SUBJECT_INPUTS = 3  # inputs named in a command's first log line; a nightly run may have one per broker
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -258,8 +260,16 @@ def _step(args: argparse.Namespace, spark, store, settings: Settings, run_id: st
     return runner.report(spark, store, settings, run_id, args.run_id, as_of)
 
 
+def _log_level() -> str:
+    """PRODUCE_AUDIT_LOG_LEVEL, checked before anything runs: a typo must exit 2, not 1 (the code of findings)."""
+    given = os.environ.get(LOG_LEVEL_VARIABLE, "INFO")
+    if given.strip().upper() not in LOG_LEVELS:
+        raise ConfigError(f"{LOG_LEVEL_VARIABLE}={given!r} is not one of {', '.join(LOG_LEVELS)}")
+    return given.strip().upper()
+
+
 @contextmanager
-def _log_to_stderr() -> Iterator[None]:
+def _log_to_stderr(level: str) -> Iterator[None]:
     """Progress lines for the `pipeline` loggers, attached per call so that embedding programs keep control.
 
     At INFO a command says what it works on, when each major step ends and what it found; warnings stand out
@@ -271,7 +281,7 @@ def _log_to_stderr() -> Iterator[None]:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     previous_level = logger.level
     logger.addHandler(handler)
-    logger.setLevel(os.environ.get("PRODUCE_AUDIT_LOG_LEVEL", "INFO").upper())
+    logger.setLevel(level)
     try:
         yield
     finally:
@@ -287,7 +297,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_inputs(parser, args)
     except SystemExit as exc:  # --help, --version and usage errors; the message is already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    with _log_to_stderr():
+    try:
+        level = _log_level()
+    except ConfigError as exc:
+        print(f"produce-audit {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with _log_to_stderr(level):
         try:
             return _execute(args)
         except (InputError, ConfigError) as exc:
