@@ -1,6 +1,7 @@
 """Detail lines for the parts of a step (a listing, each table written): what was done, how much, how fast, in how
-long. They are logged at DEBUG: at INFO a run says once per major step that it ended (pipeline.cli, pipeline.ingest,
-pipeline.runner), since a line per table tells someone reading a nightly log nothing to act on.
+long. They are logged at DEBUG: at INFO a run says once per major step that it ended (pipeline.cli,
+pipeline.ingest, pipeline.audit_step, pipeline.report_step), since a line per table tells someone reading a nightly
+log nothing to act on.
 
 The numbers come from what a step already knows (a listing, a Delta log's file statistics, an aggregate the
 report computed); measuring progress never starts a Spark job of its own.
