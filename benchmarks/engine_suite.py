@@ -51,7 +51,7 @@ CLI = Path(sys.executable).parent / "produce-audit"
 START, END = "<!-- engine-suite:start -->", "<!-- engine-suite:end -->"
 SEGMENTS_LINE = re.compile(r"segments: (\d+ new, .*? removed)")
 LOG_TIME = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
-RUN_PHASES = ("pipeline.cli: run ", "pipeline.ingest: segments: ", "pipeline.runner: audited ")
+RUN_PHASES = ("pipeline.cli: run ", "pipeline.ingest: ingest: ", " audit tables written in ")
 NIGHTLY_SHARE = 0.01
 PLANS_LINE = re.compile(r"audit plans: (\d+) plans, ([\d.]+) s of planning, largest (\d+) nodes, (\d+) KiB serialized")
 LARGE_TASK_BINARY = "Broadcasting large task binary"
@@ -158,8 +158,9 @@ def fresh_run(inputs: Sequence[Path], warehouse: Path, conf: Path | None = None)
 
 
 def finished_run(inputs: Sequence[Path], warehouse: Path, conf: Path | None = None) -> Sample:
-    """A run on the warehouse as it is; a run that did not get to an answer ends the suite."""
-    sample = timed(audit_run(inputs, warehouse, conf))
+    """A run on the warehouse as it is, logging at DEBUG for its `audit plans` line; a run that did not get to an
+    answer ends the suite."""
+    sample = timed(audit_run(inputs, warehouse, conf), {**os.environ, "PRODUCE_AUDIT_LOG_LEVEL": "DEBUG"})
     if sample.exit_code not in (0, 1):
         tail = "\n".join(sample.stderr.strip().splitlines()[-20:])
         raise SystemExit(f"run over {[str(p) for p in inputs]} exited {sample.exit_code}:\n{tail}")
@@ -458,7 +459,7 @@ def _identical(differing: dict[str, tuple[int, int]]) -> str:
 
 
 def _phases(sample: Sample) -> str:
-    """Seconds from the run's start to the ingest's segment outcomes, and from there to the audit's end, as logged."""
+    """Seconds from the run's start to the ingest's end, and from there to the audit's end, as logged."""
     stamps = []
     for marker in RUN_PHASES:
         line = next((line for line in sample.stderr.splitlines() if marker in line), "")

@@ -14,6 +14,7 @@ import re
 import secrets
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import UTC, datetime
@@ -30,6 +31,10 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+
+LOG_LEVEL_VARIABLE = "PRODUCE_AUDIT_LOG_LEVEL"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+SUBJECT_INPUTS = 3  # inputs named in a command's first log line; a nightly run may have one per broker
 
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -153,15 +158,19 @@ def _execute(args: argparse.Namespace) -> int:
     lock = WarehouseLock(settings.warehouse, run_id, args.command) if args.command in WRITER_COMMANDS else None
     owns_session = SparkSession.getActiveSession() is None
     with terminated_as_error(owns_session), lock if lock is not None else nullcontext():
+        started, subject = time.perf_counter(), _subject(args, settings)
         if owns_session:
             master = configured_master(settings) or "from spark-submit"
-            log.info("%s %s: starting Spark (master %s)", args.command, run_id, master)
+            log.info("%s %s: %s; starting Spark (master %s)", args.command, run_id, subject, master)
             import_while_starting()
+        else:
+            log.info("%s %s: %s", args.command, run_id, subject)
         batches = expected_batches(args.command, getattr(args, "inputs", None) or [], settings.warehouse)
         spark = build_session(settings, batches if owns_session else None)
         try:
             store = TableStore(spark, settings.warehouse, backend=settings.delta.backend)
-            log.info("%s %s started (Delta backend: %s)", args.command, run_id, store.backend_name)
+            ready, backend = time.perf_counter() - started, store.backend_name
+            log.info("%s %s: Spark ready in %.1f s (Delta backend: %s)", args.command, run_id, ready, backend)
             result = _step(args, spark, store, settings, run_id)
         finally:
             if owns_session:
@@ -170,9 +179,26 @@ def _execute(args: argparse.Namespace) -> int:
     if result.summary is not None:
         _print_report(render_text(result.summary))
     code = exit_code_for(result.findings_by_severity, settings.fail_on)
-    if code == EXIT_FINDINGS:
-        log.info("exit %d: findings at or above %s", code, settings.fail_on)
+    if result.findings_by_severity:  # the commands that audit or report: their exit code says what was found
+        log.info("exit %d: %s", code, _exit_meaning(code, settings.fail_on))
     return code
+
+
+def _subject(args: argparse.Namespace, settings: Settings) -> str:
+    """What a command works on, for its first log line: its inputs (the first few) and the warehouse."""
+    inputs = getattr(args, "inputs", None) or []
+    if not inputs:
+        return f"warehouse {settings.warehouse}"
+    more = f" and {len(inputs) - SUBJECT_INPUTS} more" if len(inputs) > SUBJECT_INPUTS else ""
+    return f"{', '.join(inputs[:SUBJECT_INPUTS])}{more} into warehouse {settings.warehouse}"
+
+
+def _exit_meaning(code: int, fail_on: str) -> str:
+    if code == EXIT_FINDINGS:
+        return f"findings at or above {fail_on}"
+    if fail_on == "never":
+        return "fail_on is never: findings never fail the run"
+    return f"no finding at or above {fail_on}"
 
 
 def _compare(args: argparse.Namespace, settings: Settings) -> int:
@@ -234,18 +260,28 @@ def _step(args: argparse.Namespace, spark, store, settings: Settings, run_id: st
     return runner.report(spark, store, settings, run_id, args.run_id, as_of)
 
 
+def _log_level() -> str:
+    """PRODUCE_AUDIT_LOG_LEVEL, checked before anything runs: a typo must exit 2, not 1 (the code of findings)."""
+    given = os.environ.get(LOG_LEVEL_VARIABLE, "INFO")
+    if given.strip().upper() not in LOG_LEVELS:
+        raise ConfigError(f"{LOG_LEVEL_VARIABLE}={given!r} is not one of {', '.join(LOG_LEVELS)}")
+    return given.strip().upper()
+
+
 @contextmanager
-def _log_to_stderr() -> Iterator[None]:
+def _log_to_stderr(level: str) -> Iterator[None]:
     """Progress lines for the `pipeline` loggers, attached per call so that embedding programs keep control.
 
-    PRODUCE_AUDIT_LOG_LEVEL=DEBUG adds the size of every plan.
+    At INFO a command says what it works on, when each major step ends and what it found; warnings stand out
+    among a dozen lines. PRODUCE_AUDIT_LOG_LEVEL=DEBUG adds the detail: each table written with its rows, each
+    audit stage, the Spark settings chosen for the input's size, the size of every plan.
     """
     logger = logging.getLogger("pipeline")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     previous_level = logger.level
     logger.addHandler(handler)
-    logger.setLevel(os.environ.get("PRODUCE_AUDIT_LOG_LEVEL", "INFO").upper())
+    logger.setLevel(level)
     try:
         yield
     finally:
@@ -261,7 +297,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_inputs(parser, args)
     except SystemExit as exc:  # --help, --version and usage errors; the message is already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    with _log_to_stderr():
+    try:
+        level = _log_level()
+    except ConfigError as exc:
+        print(f"produce-audit {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with _log_to_stderr(level):
         try:
             return _execute(args)
         except (InputError, ConfigError) as exc:

@@ -53,7 +53,7 @@ def with_compilers_for(java_options: str, batches: int | None, threshold: int) -
     when `batches` reaches `threshold` (0: never)."""
     if batches is None or threshold <= 0 or batches < threshold or QUICK_ONLY not in java_options.split():
         return java_options
-    log.info(
+    log.debug(
         "about %s batches to audit (from %s on): the JVM runs its optimising compiler too, and the parallel collector",
         f"{batches:,}",
         f"{threshold:,}",

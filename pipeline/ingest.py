@@ -12,6 +12,7 @@ and another cluster's rows of the same topics stay.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from functools import partial, reduce
@@ -75,10 +76,29 @@ def ingest_inputs(
 
     Returns the rows written per table and the segments per outcome.
     """
+    started = time.perf_counter()
     plan = plan_inputs(spark, inputs, settings.ingest)
     with sized_for(spark, plan.most_entries(), settings.spark.small_input_batches) as small:
         counts = _ingest_planned(spark, store, settings, run_id, inputs, plan)
+    _log_ingested(counts, len(plan.log_roots.skipped), time.perf_counter() - started)
     return {**counts, "plan.ingest_interpreted": int(small)}
+
+
+def _log_ingested(counts: dict[str, int], skipped_dirs: int, seconds: float) -> None:
+    """The ingest's one INFO line: what a nightly log needs to tell a full ingest from an incremental one."""
+    outcomes = ", ".join(
+        f"{count} {name.removeprefix('segments.')}" for name, count in counts.items() if name.startswith("segments.")
+    )
+    notes = [f"segments: {outcomes}"] if outcomes else []
+    if skipped_dirs:
+        notes.append(f"{skipped_dirs} dir(s) skipped by their name's suffix")
+    log.info(
+        "ingest: %s batches of %d topic(s) in %.1f s%s",
+        f"{counts['batches']:,}",
+        counts["topics"],
+        seconds,
+        f" ({'; '.join(notes)})" if notes else "",
+    )
 
 
 def _ingest_planned(
@@ -128,8 +148,6 @@ def _ingest_batches(
     outcomes = write_manifest(store, segments, decoded, pairs, run_id)
     written = store.count("batches", replaced)
     topics = len({topic for _, topic in pairs})
-    log.info("ingested %d entries of %d topic(s) into %s", written, topics, store.path("batches"))
-    log.info("segments: %s", ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
     counts = {"batches": written, "topics": topics}
     counts.update({f"segments.{outcome}": count for outcome, count in outcomes.items()})
     return counts
@@ -186,7 +204,7 @@ def ingest_payloads(
     rows = read_payloads(spark, plan.log_roots.segments if plan.segment_roots else [], settings)
     store.overwrite_partitions(rows, "payloads", schemas.PAYLOADS_PARTITION_BY, replaced)
     written = store.count("payloads", replaced)
-    log.info("deep mode: hashed %d record payloads into %s", written, store.path("payloads"))
+    log.debug("deep mode: hashed %d record payloads into %s", written, store.path("payloads"))
     return {"payloads": written}
 
 
@@ -299,7 +317,7 @@ def ingest_internal_topics(
         finally:
             records.unpersist()
         counts["offset_commits"] = store.count("offset_commits", cluster_topics(of_topic[CONSUMER_OFFSETS_TOPIC]))
-    log.info("decoded the coordinator-topic records of %s: %s", ", ".join(ingested), counts)
+    log.debug("decoded the coordinator-topic records of %s: %s", ", ".join(ingested), counts)
     return counts
 
 
@@ -334,7 +352,7 @@ def _coordinator_partitions(store: TableStore, replaced: dict[str, list[str]]) -
     else:
         transaction_log = store.read("transaction_log", schema=schemas.TRANSACTION_LOG)
         read = transaction_log.where(F.expr(replace_where_predicate(replaced))).select("partition").distinct().count()
-    log.info(
+    log.debug(
         "read %d %s partition(s); transactional ids of the partitions not read are unknown to the cross-checks",
         read,
         TRANSACTION_STATE_TOPIC,

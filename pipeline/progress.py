@@ -1,4 +1,7 @@
-"""Progress lines for long steps: what was done, how much, how fast, in how long.
+"""Detail lines for the parts of a step (a listing, each table written): what was done, how much, how fast, in how
+long. They are logged at DEBUG: at INFO a run says once per major step that it ended (pipeline.cli,
+pipeline.ingest, pipeline.audit_step, pipeline.report_step), since a line per table tells someone reading a nightly
+log nothing to act on.
 
 The numbers come from what a step already knows (a listing, a Delta log's file statistics, an aggregate the
 report computed); measuring progress never starts a Spark job of its own.
@@ -34,8 +37,9 @@ class Step:
 
 @contextmanager
 def timed(log: logging.Logger, what: str) -> Iterator[Step]:
-    """Log `what` when it starts and, with its count, rate and elapsed time, when it ends without an error."""
+    """Log `what` at DEBUG when it starts and, with its count, rate and elapsed time, when it ends without an
+    error."""
     step = Step(what)
-    log.info("%s ...", what)
+    log.debug("%s ...", what)
     yield step
-    log.info("%s", step.describe())
+    log.debug("%s", step.describe())

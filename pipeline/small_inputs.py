@@ -66,7 +66,7 @@ def sized_for(spark: SparkSession, batches: int | None, small_input_batches: int
         return
     conf = small_input_conf(spark)
     previous = {key: spark.conf.get(key, None) for key in conf}
-    log.info("small input (at most %d batches): expressions interpreted, no adaptive execution", batches)
+    log.debug("small input (at most %d batches): expressions interpreted, no adaptive execution", batches)
     for key, value in conf.items():
         spark.conf.set(key, value)
     try:

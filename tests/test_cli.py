@@ -315,6 +315,15 @@ def test_a_reference_time_past_year_9999_exits_2(tmp_path, capsys, no_spark):
     assert "past year 9999" in capsys.readouterr().err
 
 
+def test_an_unknown_log_level_exits_2_before_spark(tmp_path, capsys, monkeypatch, no_spark):
+    """Not 1, which says the data failed: a typo in a scheduler's environment is the call's error."""
+    monkeypatch.setenv("PRODUCE_AUDIT_LOG_LEVEL", "verbose")
+    assert main(["run", "--input", str(SAMPLE), "--warehouse", str(tmp_path / "wh")]) == EXIT_USAGE
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "PRODUCE_AUDIT_LOG_LEVEL='verbose' is not one of DEBUG, INFO, WARNING, ERROR" in line
+    assert not (tmp_path / "wh").exists()
+
+
 @pytest.mark.parametrize("command", ["run", "ingest"])
 def test_an_input_without_files_exits_2_before_spark_and_writes_nothing(command, tmp_path, capsys, no_spark):
     empty = tmp_path / "logs"

@@ -26,6 +26,7 @@ from pipeline.ingest_manifest import (
     entry_hashes,
     triage,
 )
+from pipeline.run_record import StepResult
 from pipeline.sources.kafka_format.encoding import encode_batch, segment_file_name
 from pipeline.sources.segments import SegmentFile, read_segments
 from pipeline.tables.files_by_source import files_by_source
@@ -76,7 +77,7 @@ def manifest(store: TableStore, topic: str) -> dict[str, Row]:
     return {"/".join(row.source_file.rsplit("/", 2)[1:]): row for row in table.collect()}
 
 
-def segment_counts(result: runner.StepResult) -> dict[str, int]:
+def segment_counts(result: StepResult) -> dict[str, int]:
     return {key.removeprefix("segments."): value for key, value in result.counts.items() if key.startswith("segments.")}
 
 
@@ -394,7 +395,7 @@ def test_transaction_log_keeps_the_files_of_skipped_segments(spark, tmp_path):
     location = store.path("transaction_log")
     settings = Settings()
 
-    def ingest(run_id: str, given: Settings = settings, warehouse: TableStore = store) -> runner.StepResult:
+    def ingest(run_id: str, given: Settings = settings, warehouse: TableStore = store) -> StepResult:
         return runner.ingest(spark, warehouse, given, run_id, [str(tmp_path / "logs")])
 
     def fresh_decode(name: str) -> set[tuple]:

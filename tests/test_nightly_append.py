@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import re
 import subprocess
 import sys
@@ -91,12 +92,14 @@ def test_withhold_truncates_on_batch_boundaries_and_append_restores_the_root(fin
 
 
 def start_run(root: Path, warehouse: Path, conf: Path, log: Path) -> subprocess.Popen:
-    """`produce-audit run` over the root's broker dirs, its log in a file (two runs at once never block on a pipe)."""
+    """`produce-audit run` over the root's broker dirs, its log in a file (two runs at once never block on a pipe),
+    at DEBUG: the lines of what the rerun took from the kept replay are detail."""
     args = [str(CLI), "run", "--warehouse", str(warehouse), "--conf", str(conf), "--fail-on", "never"]
     for broker in sorted(root.glob("broker-*")):
         args += ["--input", str(broker)]
     with log.open("w") as stderr:
-        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL)
+        env = {**os.environ, "PRODUCE_AUDIT_LOG_LEVEL": "DEBUG"}
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL, env=env)
 
 
 def finished(process: subprocess.Popen, log: Path) -> str:

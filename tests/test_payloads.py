@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import runner
+from pipeline import audit_step, runner
 from pipeline.arguments import build_parser
 from pipeline.audit.core.columns import explode_findings
 from pipeline.audit.core.context import AuditContext, AuditInputs
@@ -14,6 +14,7 @@ from pipeline.audit.core.registry import CHECKS, FRAMES, RULES
 from pipeline.audit.state.materialised import build_state
 from pipeline.cli import settings_for
 from pipeline.config import AuditSettings, IngestSettings, Settings
+from pipeline.run_record import StepResult
 from pipeline.sources.kafka_format.encoding import DEFAULT_TIMESTAMP, encode_batch, encode_marker, segment_file_name
 from pipeline.sources.payloads import hash_file, payload_hash, record_sequence
 from pipeline.sources.records.api import Record
@@ -161,10 +162,10 @@ def test_the_audit_is_handed_payloads_in_deep_mode_only(deep_audit, monkeypatch,
         handed.update(side_tables)
         raise Handed
 
-    monkeypatch.setattr(runner, "run_audit", handed_tables)
-    result = runner.StepResult()
+    monkeypatch.setattr(audit_step, "run_audit", handed_tables)
+    result = StepResult()
     with pytest.raises(Handed):
-        runner._audit(deep_audit[0], settings(deep), "run-2", None, result, deep=deep)
+        audit_step.audit_batches(deep_audit[0], settings(deep), "run-2", None, result, deep=deep)
     assert ("payloads" in handed) is deep
     assert result.counts["deep"] == int(deep)
 

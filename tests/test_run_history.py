@@ -190,7 +190,7 @@ def test_report_as_of_reads_the_tables_as_that_run_published_them(history):
     assert code == EXIT_OK, err[-3000:]
     assert out.startswith(f"produce-audit run {earlier}\n")
     findings = rows[earlier].counts["findings"]
-    assert re.search(rf"report of run {earlier}: {findings} findings in [0-9.]+ s", err), err[-3000:]  # progress
+    assert re.search(rf"report of run {earlier}: {findings} finding\(s\), written in [0-9.]+ s", err), err[-3000:]
     summary = json.loads((warehouse / "reports" / earlier / "summary.json").read_text())
     assert summary["run"]["id"] == earlier
     assert summary["findings"]["total"] == rows[earlier].counts["findings"]

@@ -30,7 +30,7 @@ def test_spark_submit_prints_the_report_alone_on_stdout(tmp_path):
     assert completed.stdout.startswith("produce-audit run "), completed.stdout[:500]
     assert "Findings by severity" in completed.stdout
     assert " INFO pipeline." not in completed.stdout and "WARN" not in completed.stdout.split("\n", 1)[0]
-    assert " INFO pipeline.runner: audited 3 topic(s)" in completed.stderr
+    assert " INFO pipeline.audit_step: audit tables written in " in completed.stderr
 
     (run,) = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()
     expected_backend = "embedded" if jar_bundles.installed(BUNDLE) is None else "native"

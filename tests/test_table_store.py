@@ -104,7 +104,7 @@ def embedded_store(spark, tmp_path) -> TableStore:
 def test_auto_backend_is_embedded_without_delta_jars(spark, tmp_path, caplog):
     if delta_spark_available(spark):
         pytest.skip("this session has delta-spark")
-    with caplog.at_level(logging.INFO, logger="pipeline.tables.store"):
+    with caplog.at_level(logging.DEBUG, logger="pipeline.tables.store"):
         store = TableStore(spark, str(tmp_path))
     assert store.backend_name == "embedded"
     assert "embedded backend" in caplog.text

@@ -56,7 +56,7 @@ def internal_topic_passes(
             continue
         # Dealt to tasks by size like the batches decode: a few coordinator partitions often hold most records.
         rows, ranges, tasks = segment_ranges(spark, of_topic, settings.ingest.segment_split_bytes)
-        log.info(
+        log.debug(
             "decoding the %s records of %d segment files as %d byte ranges in %d tasks",
             topic,
             len(of_topic),

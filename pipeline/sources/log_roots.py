@@ -219,7 +219,7 @@ def _kept_files(
             skipped_here.add(skipped_dir)
             suffix = next(suffix for suffix in skip_suffixes if dirs[excluded].endswith(suffix))
             reason = f"name ends with {suffix!r}: {_DIR_SUFFIX_MEANING.get(suffix, 'listed in skip_dir_suffixes')}"
-            log.info("skipping %s (%s)", _join(location, skipped_dir), reason)
+            log.debug("skipping %s (%s)", _join(location, skipped_dir), reason)
             skipped.append(SkippedDir(_join(location, skipped_dir), reason))
     return dict(sorted(files.items()))
 

@@ -40,7 +40,7 @@ def read_payloads(spark: SparkSession, segments: list[SegmentFile], settings: Se
     if not segments:
         return spark.createDataFrame([], PAYLOADS)
     rows, _, tasks = segment_ranges(spark, segments, settings.ingest.segment_split_bytes)
-    log.info("hashing the record payloads of %d segment files in %d tasks", len(segments), tasks)
+    log.debug("hashing the record payloads of %d segment files in %d tasks", len(segments), tasks)
     return spark.createDataFrame(rows, SEGMENT_DESCRIPTOR).mapInArrow(shipped(spark, hash_descriptors), PAYLOADS)
 
 

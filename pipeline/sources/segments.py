@@ -73,7 +73,7 @@ def segment_pass(spark: SparkSession, segments: list[SegmentFile], settings: Set
     """The byte ranges of `segments` as `SEGMENT_DESCRIPTOR` rows dealt to tasks (`segment_ranges`), and the
     executor function that decodes them into `BATCHES` rows, one range after another."""
     rows, ranges, tasks = segment_ranges(spark, segments, settings.ingest.segment_split_bytes)
-    log.info(
+    log.debug(
         "decoding %d segment files (%d bytes) as %d byte ranges in %d tasks",
         len(segments),
         sum(segment.size - segment.start for segment in segments),

@@ -49,7 +49,7 @@ class TableStore:
         self.warehouse = normalize_location(warehouse)
         self.backend_name = resolve_backend(spark, backend)
         self._backend = _open_backend(self.backend_name, spark)
-        log.info("Delta tables under %s use the %s backend", self.warehouse, self.backend_name)
+        log.debug("Delta tables under %s use the %s backend", self.warehouse, self.backend_name)
 
     def path(self, table: str) -> str:
         return f"{self.warehouse}/{table}"

@@ -51,7 +51,7 @@ class Scratch:
         self.stats.measure(frame, name)
         started = time.perf_counter()
         written = stage_pass(arrow_pass, self.path(name), [])
-        log.info("audit stage %s written in %.1f s", name, time.perf_counter() - started)
+        log.debug("audit stage %s written in %.1f s", name, time.perf_counter() - started)
         self._schemas[name] = arrow_pass.schema
         self._files[name] = [file.path for file in written]
         return self.read(name)
@@ -64,7 +64,7 @@ class Scratch:
         started = time.perf_counter()
         tables = {table: StagedTable(self.path(table), schema, []) for table, schema in schemas.items()}
         written = stage_tables(arrow_pass.rows, arrow_pass.function, tables)
-        log.info("audit stage %s written in %.1f s", " and ".join(schemas), time.perf_counter() - started)
+        log.debug("audit stage %s written in %.1f s", " and ".join(schemas), time.perf_counter() - started)
         for table, schema in schemas.items():
             self.register(table, schema, [path for path, _ in written if f"/{table}/" in path])
 
@@ -178,7 +178,7 @@ class Scratch:
         self.stats.measure(df, label)
         started = time.perf_counter()
         df.write.mode("overwrite").parquet(path)
-        log.info("audit stage %s written in %.1f s", label, time.perf_counter() - started)
+        log.debug("audit stage %s written in %.1f s", label, time.perf_counter() - started)
 
 
 def _footer_rows(path: str) -> int:

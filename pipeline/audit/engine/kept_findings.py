@@ -40,7 +40,7 @@ def kept_for(outcome: ReplayOutcome | None, frame: str) -> bool:
 
 def earlier_findings(outcome: ReplayOutcome, frame: str, schema: T.StructType) -> DataFrame:
     """The frame's findings of the rows the run kept (every row it did not replay), from the kept replay."""
-    log.info(
+    log.debug(
         "frame %s: checked on the replayed rows, the findings of %d kept partition(s) kept", frame, len(outcome.went_on)
     )
     spark = outcome.replayed.sparkSession

@@ -142,10 +142,10 @@ def replay_kept(
     kept = _manifest(keeping.run_id, settings, transaction_log is not None, plans, written, earlier, versions_path)
     whole = sum(1 for row in written if row.kind == "body" and row.whole)
     log.info(
-        "audit stage replay written in %.1f s: %d partition(s) replayed whole, %d going on from the kept replay",
-        time.perf_counter() - started,
+        "replay: %d partition(s) replayed whole, %d going on from the kept replay, in %.1f s",
         whole,
         sum(1 for row in written if row.kind == "body") - whole,
+        time.perf_counter() - started,
     )
     paths = [path for part in kept.partitions.values() for path in part["body"]] + kept.tails
     new_paths = [row.path for row in written if row.kind in ("body", "tails") and row.path]

@@ -56,7 +56,7 @@ def coordinator_records(
     before = spark.read.parquet(earlier.tables[SOURCES])
     same = now.join(before, on=[*TP, "rows", "digest"], how="left_semi").select(*TP)
     keeping.coordinator = CoordinatorOutcome([tuple(row) for row in same.collect()], earlier)  # a row per partition
-    log.info(
+    log.debug(
         "coordinator records: %d partition(s) taken from the kept replay, the others derived again",
         len(keeping.coordinator.unchanged),
     )

@@ -38,7 +38,7 @@ def kept_parts(aggregate: Mergeable, scratch: Scratch, keeping: Keeping | None) 
     table = parts_table(aggregate)
     if not _kept_for(outcome, table):
         return None
-    log.info(
+    log.debug(
         "aggregate %s: over the replayed rows, merged with the kept parts of %d partition(s)",
         aggregate.name,
         len(outcome.went_on),

@@ -143,7 +143,7 @@ def partition_file_pass(spark: SparkSession, listings: list[RootListing]) -> Par
     """
     discovery = discover_partition_files(listings)
     files = discovery.files
-    log.info("decoding %d files (%d bytes) beside the segments", len(files), sum(file.size for file in files))
+    log.debug("decoding %d files (%d bytes) beside the segments", len(files), sum(file.size for file in files))
     # createDataFrame spreads the descriptors over the default parallelism. The files are small, so a task costs
     # more than reading one: fewer tasks for fewer files, merged without a shuffle.
     descriptors = spark.createDataFrame([astuple(file) for file in files], FILE_DESCRIPTOR)
