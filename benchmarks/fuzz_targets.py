@@ -5,7 +5,7 @@ A decoder passes a case when it returns within the time limit and what it return
 Arrow schema of the table they land in (an out-of-range number would fail the Spark task), positions lie inside
 the input, problem lines name a line of the text. Only `records.iter_records` raises by design (RecordError,
 naming a byte of the batch, which its callers turn into a row); any other exception is a crash.
-Used by benchmarks/fuzz_suite.py (the benchmark) and tests/test_decoder_fuzz.py (its seeded CI subset).
+Used by benchmarks/fuzz_suite.py (the benchmark) and tests/unit/test_decoder_fuzz.py (its seeded CI subset).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""One SparkSession for the whole test session, small and quiet (chispa's fixture pattern)."""
+"""One SparkSession for the whole test session, small and quiet (chispa's fixture pattern), for tests/integration:
+tests/unit/conftest.py keeps the unit tests from creating it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 REALDATA = (REPO.parent / "shared" / "realdata").resolve()
-# Set by tests/test_native_backend.py for the pytest it starts: that session loads delta-spark, this one does not,
-# so that `auto` stays the embedded backend for the rest of the suite.
+# Set by tests/integration/test_native_backend.py for the pytest it starts: that session loads delta-spark, this one
+# does not, so that `auto` stays the embedded backend for the rest of the suite.
 NATIVE_SESSION = "PRODUCE_AUDIT_TEST_NATIVE_SESSION"
 # Files that share an expensive session fixture: under `-n 2 --dist loadfile` each group goes to one worker, which
 # builds the fixture once, where two workers would each build it.
@@ -40,17 +41,17 @@ SLOW_SCOPES = {
     "test_dumplog_parity.py": 120,
     "test_kept_replay.py": 120,
     "two_audit_runs": 120,
-    "test_resource_bounds.py": 100,
+    "test_replay_memory.py": 100,
     "test_publication.py": 100,
     "test_rules.py": 100,
     "test_remote_inputs.py": 90,
     "test_spark_submit.py": 80,
-    "test_generate.py": 80,
+    "test_generate_recall.py": 80,
     "test_realdata_audit.py": 70,
     "test_end_to_end_realdata.py": 65,
     "test_incremental_ingest.py": 60,
     "test_golden.py": 55,
-    "test_cli.py": 50,
+    "test_cli_run.py": 50,
     "test_baseline_replay.py": 45,
     "test_global_transactions.py": 40,
     "test_hanging.py": 35,

@@ -1,5 +1,5 @@
 """The replay written with Spark window functions: the reference the compiled pass is tested against
-(tests/test_producer_kernel.py), for the file-order state and for the producer state.
+(tests/integration/test_producer_kernel.py), for the file-order state and for the producer state.
 
 Each piece of `ProducerAppendInfo` state is a window over the batches of one (topic, partition, producer id)
 ordered by offset. It is correct but slow (about forty window functions, evaluated row by row after three

@@ -6,7 +6,7 @@ of the others is the aggregate of all of them. So the replay's tasks aggregate t
 (pipeline.audit.replay.task_outputs), and a run that went on from a kept replay merges the parts it kept with the parts
 of the rows it added (pipeline.audit.state.kept_parts). The values are row expressions (pipeline.audit.core.expr), so
 the same definition gives the Spark aggregate (`of`, `merged`) and the Arrow one (`of_rows`, `merged_rows`);
-tests/test_task_outputs.py holds them equal.
+tests/integration/test_task_outputs.py holds them equal.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A row-local frame's findings depend on its replay row alone (pipeline.audit.core.registry.Frame.row_local), so the task
 that replays a partition holds everything they need: it evaluates their checks (written as row expressions,
 pipeline.audit.core.expr) on each record batch of the walk and writes the findings beside the replay. The findings
-are those `explode_findings` makes of the same checks in a Spark plan, column for column (tests/test_task_outputs.py).
+are those `explode_findings` makes of the same checks in a Spark plan, column for column
+(tests/integration/test_task_outputs.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ What `replay_input` adds to a row is added here from the same definitions: the r
 which also chooses the audited replica) and the coordinator's transaction versions (`coordinator_versions`) are
 small Spark aggregates the tasks read from the scratch folder, the topic kinds are `topic_matches`' patterns matched
 on the driver (`topic_name_matches`), and the per-row flags are `replay_input`'s expressions in Arrow's three-valued
-logic. tests/test_replay_files.py checks both paths give the same replay.
+logic. tests/integration/test_replay_files.py checks both paths give the same replay.
 """
 
 from __future__ import annotations

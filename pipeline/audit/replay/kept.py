@@ -9,7 +9,7 @@ every row keeps what a replay of the whole partition gives it, because nothing a
 on the rows after it except the next entry of a replica's last row (rewritten with the tail) and the transaction
 version concluded over a producer's rows (a partition where it changes is replayed whole, as is one whose
 earlier files changed, whose audited replica changed, or whose rows do not come after the kept ones).
-tests/test_kept_replay.py holds the replay of a nightly run to the replay of a full one.
+tests/integration/test_kept_replay.py holds the replay of a nightly run to the replay of a full one.
 """
 
 from __future__ import annotations

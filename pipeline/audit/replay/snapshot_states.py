@@ -11,7 +11,8 @@ takes each snapshot offset's state from the rows below it, each producer's keys 
 50 bytes per producer row of the file (seven columns), held in memory, not spilled; no row is sorted or exchanged
 again.
 
-tests/test_snapshot_states.py checks the walk against the window definition (kept in tests/reference_replay.py).
+tests/integration/test_snapshot_states.py checks the walk against the window definition (kept in
+tests/reference_replay.py).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ the names are built with Arrow's compute functions on whole columns, in an Arrow
 column alone to Python and back.
 
 The result is what Spark's `array_sort(array_distinct(flatten(transform(...concat_ws('-', topic, p)...))))` gives
-(tests/test_partition_sets.py holds that expression as the reference): null when the array, an entry, or an entry's
-partition list is null (Spark's `flatten` of a null element); a null topic or partition number is left out of its
-name, as `concat_ws` leaves it out; names sorted by their UTF-8 bytes, each once.
+(tests/integration/test_partition_sets.py holds that expression as the reference): null when the array, an entry,
+or an entry's partition list is null (Spark's `flatten` of a null element); a null topic or partition number is left
+out of its name, as `concat_ws` leaves it out; names sorted by their UTF-8 bytes, each once.
 """
 
 from __future__ import annotations
