@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TextIO
 
 from pyspark.sql import SparkSession
@@ -24,6 +25,7 @@ PROGRESS_BAR = "spark.ui.showConsoleProgress"
 # Libraries the audit and the report import once Spark is up, and that starting Spark never imports: a thread imports
 # them while the driver waits for the JVM it launched, so their second or so of imports is not paid after it.
 WARM_IMPORTS = ("numba", "pandas", "matplotlib.figure")
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def build_session(settings: Settings, expected_batches: int | None = None) -> SparkSession:
@@ -42,6 +44,7 @@ def build_session(settings: Settings, expected_batches: int | None = None) -> Sp
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # else spark-submit started the JVM, with its jars (spark-submit.sh)
         conf = session_conf(conf, settings.delta.backend)
         conf = with_local_fs(conf, settings.spark.master or "")
+        conf[JAVA_OPTIONS] = with_log_config(conf.get(JAVA_OPTIONS, ""))
     threshold = settings.spark.optimising_compiler_batches
     java_options = with_compilers_for(conf.get(JAVA_OPTIONS, ""), expected_batches, threshold)
     conf[JAVA_OPTIONS] = with_archive(java_options)  # the JVM starts here: let it map the archive
@@ -51,6 +54,13 @@ def build_session(settings: Settings, expected_batches: int | None = None) -> Sp
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def with_log_config(java_options: str) -> str:
+    """The JVM's options with Spark's log configured by the package's log4j2.properties, unless they name one."""
+    if "log4j2.configurationFile" in java_options:
+        return java_options
+    return f"{java_options} -Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}".strip()
 
 
 def configured_master(settings: Settings) -> str | None:

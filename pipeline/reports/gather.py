@@ -14,7 +14,7 @@ from functools import partial, reduce
 from operator import itemgetter
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.parallel import side_by_side
@@ -84,10 +84,12 @@ def _collected(sections: Mapping[str, Section]) -> dict[str, Rows]:
 def _branch(name: str, query: Query) -> DataFrame:
     """The query's rows as (query, rank, row as JSON); the rank orders a top-N list, whose order a union keeps
     no promise of."""
-    frame, rank = query.frame, F.lit(None).cast("int")
+    frame, rank = query.frame, F.lit(None).cast("long")
     if query.limit is not None:
+        # A top-N is one sorted partition, so the ids Spark numbers its rows with follow the order; a window over
+        # the rows would say the same and warn, once per list, that it has no partition.
         frame = frame.orderBy(*query.order).limit(query.limit)
-        rank = F.row_number().over(Window.partitionBy(F.lit(0)).orderBy(*query.order))
+        rank = F.monotonically_increasing_id()
     return frame.select(
         F.lit(name).alias("query"),
         rank.alias("rank"),
