@@ -4,11 +4,13 @@ known frame, and the checks of the row-local frames, which the replay's tasks ev
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
-import pipeline.audit.rules  # noqa: F401  (registers every rule, frame and check)
+import pipeline.audit
 from pipeline.audit.core.context import AuditContext
 from pipeline.audit.core.registry import CHECKS, FRAMES, RULES
 from pipeline.audit.core.row_checks import RowCheck
+from pipeline.audit.replay.kept import audit_sources
 from pipeline.config import AuditSettings
 
 
@@ -26,3 +28,11 @@ def test_the_row_local_checks_are_row_expressions():
     assert len(row_local) >= 30
     for check in row_local:
         RowCheck.of(check.rule, check.function(ctx))  # refuses a Spark column
+
+
+def test_the_kept_replay_is_voided_by_a_change_in_any_layer_of_the_audit():
+    """A kept replay is gone on from only under the code that made it: every module of every layer counts."""
+    hashed = {name for name, _ in audit_sources()}
+    audit = Path(pipeline.audit.__file__).parent
+    assert {f"audit/{path.relative_to(audit).as_posix()}" for path in audit.rglob("*.py")} <= hashed
+    assert {"audit/rules/sequences.py", "audit/core/registry.py", "schemas/findings.py"} <= hashed

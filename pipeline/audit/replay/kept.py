@@ -94,10 +94,19 @@ def fingerprint(settings: AuditSettings, with_transaction_log: bool) -> str:
 def _audit_code() -> str:
     """A hash of the audit's and the schemas' source: a check changed since the kept replay was made voids it."""
     digest = hashlib.sha256()
-    for package in (Path(__file__).parent, Path(schemas.__file__).parent):
-        for source in sorted(package.glob("*.py")):
-            digest.update(source.name.encode() + source.read_bytes())
+    for name, source in audit_sources():
+        digest.update(name.encode() + source.read_bytes())
     return digest.hexdigest()
+
+
+def audit_sources() -> list[tuple[str, Path]]:
+    """Every module of the audit, in all its layers, and of the schemas, by its path in the package."""
+    packages = (Path(__file__).parents[1], Path(schemas.__file__).parent)
+    return [
+        (f"{package.name}/{source.relative_to(package).as_posix()}", source)
+        for package in packages
+        for source in sorted(package.rglob("*.py"))
+    ]
 
 
 # Hashed as the code is loaded, not when a run ends: the source changed under a running process (an upgrade while a
