@@ -15,6 +15,20 @@ from schemas.transaction_log import (
     PREPARE_COMMIT,
 )
 
+# The fields of an id's previous record that the transition rules compare with (pipeline.audit.rules.transaction_log).
+PREVIOUS_FIELDS = (
+    "is_tombstone",
+    "state",
+    "state_name",
+    "producer_id",
+    "producer_epoch",
+    "next_producer_id",
+    "transaction_timeout_ms",
+    "partition_set",
+    "last_update_timestamp_ms",
+    "record_offset",
+)
+
 
 def tp_name() -> Column:
     """The partition as coordinator records name it (`topic-partition`); it is within their cluster."""
@@ -125,7 +139,9 @@ def audited_rows(transaction_log: DataFrame, audited: DataFrame, checkpoints: Da
 
 
 def records_of(rows: DataFrame) -> DataFrame:
-    """`audited_records` of `audited_rows`; each partition's from its own rows alone."""
+    """`audited_records` of `audited_rows`; each partition's from its own rows alone. `prev`: the record of the same
+    id before it when both are uncleaned (compaction keeps a partition's records from its last gap on whole), the
+    transitions that spec §5.3 allows are checked on."""
     # The last gap of each partition from its offsets alone: only the window by transactional id below sorts the
     # wide records.
     in_partition = Window.partitionBy(*TP).orderBy("record_offset")
@@ -134,15 +150,20 @@ def records_of(rows: DataFrame) -> DataFrame:
     records = rows.join(F.broadcast(last_gaps), on=TP, how="left").withColumn(
         "uncleaned_from", F.greatest("uncleaned_from", "cleaner_offset")
     )
-    of_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
-    return records.select(
+    located = records.select(
         *[column for column in records.columns if column not in ("is_tombstone", "cleaner_offset")],
         F.coalesce("is_tombstone", F.lit(False)).alias("is_tombstone"),
-        F.lead("record_offset").over(of_id).isNotNull().alias("followed"),
-        F.lag("transaction_timeout_ms").over(of_id).alias("previous_timeout_ms"),
         (F.col("record_offset") >= F.coalesce("uncleaned_from", F.lit(0))).alias("is_uncleaned"),
         F.col("record_offset").alias("base_offset"),
         F.col("record_offset").alias("last_offset"),
         partition_set(F.col("partitions")).alias("partition_set"),
         (F.coalesce("client_transaction_version", F.lit(0)) == 2).alias("is_tv2"),
+    )
+    # Everything that looks at an id's record before or after it, from the one sort of the records by id.
+    of_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
+    return located.select(
+        "*",
+        F.lead("record_offset").over(of_id).isNotNull().alias("followed"),
+        F.lag("transaction_timeout_ms").over(of_id).alias("previous_timeout_ms"),
+        F.when(F.lag("is_uncleaned").over(of_id), F.lag(F.struct(*PREVIOUS_FIELDS)).over(of_id)).alias("prev"),
     )

@@ -8,12 +8,11 @@ removes intermediate states and two records that survived it need not be neighbo
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.core.registry import Fires, check, frame, rule
-from schemas.keys import TP
 from schemas.transaction_log import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
@@ -132,26 +131,12 @@ EARLY_EXPIRY = rule(
 
 @frame("transaction_log.transitions", coordinator_local=True)
 def COORDINATOR_TRANSITIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
-    """Each uncleaned record of an id with the previous uncleaned record of the same id (`prev`), if there is one."""
+    """Each uncleaned record of an id with the previous uncleaned record of the same id (`prev`, which
+    pipeline.audit.state.coordinator.records_of takes in its one sort of the records by id), if there is one."""
     records = inputs.coordinator_records
     if records is None:
         return None
-    history = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")
-    previous = F.lag(
-        F.struct(
-            "is_tombstone",
-            "state",
-            "state_name",
-            "producer_id",
-            "producer_epoch",
-            "next_producer_id",
-            "transaction_timeout_ms",
-            "partition_set",
-            "last_update_timestamp_ms",
-            "record_offset",
-        )
-    ).over(history)
-    return records.where(F.col("is_uncleaned") & F.col("transactional_id").isNotNull()).withColumn("prev", previous)
+    return records.where(F.col("is_uncleaned") & F.col("transactional_id").isNotNull())
 
 
 def _epoch_allowed() -> Column:
