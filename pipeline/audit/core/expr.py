@@ -279,10 +279,10 @@ class When(Expr):
         default = None if self.default is None else as_array(self.default.evaluate(rows), length)
         target = _common_type([*values, *([] if default is None else [default])])
         values = [value.cast(target) for value in values]
-        default = pa.nulls(length, target) if default is None else default.cast(target)
-        conditions = [pc.fill_null(as_array(c.evaluate(rows), length), False) for c, _ in self.cases]
-        names = [f"c{index}" for index in range(len(conditions))]
-        return pc.case_when(pc.make_struct(*conditions, field_names=names), *values, default)
+        result = pa.nulls(length, target) if default is None else default.cast(target)
+        for (condition, _), value in reversed(list(zip(self.cases, values, strict=True))):  # the first case wins
+            result = pc.if_else(pc.fill_null(as_array(condition.evaluate(rows), length), False), value, result)
+        return result
 
 
 def _common_type(values: list[pa.Array]) -> pa.DataType:
@@ -389,7 +389,7 @@ def _expr(value: Any) -> Expr:
 def as_array(value: Value, length: int) -> pa.Array:
     """An evaluated expression as one array of `length` rows (a scalar repeated)."""
     if isinstance(value, pa.Scalar):
-        return pa.array([value.as_py()] * length, value.type) if value.is_valid else pa.nulls(length, value.type)
+        return pa.repeat(value, length) if value.is_valid else pa.nulls(length, value.type)
     if isinstance(value, pa.ChunkedArray):
         return value.combine_chunks()
     return value
