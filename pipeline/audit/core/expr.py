@@ -14,8 +14,8 @@ and methods those columns have, so a check reads the same either way.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pyarrow as pa
@@ -384,6 +384,21 @@ def _expr(value: Any) -> Expr:
     if isinstance(value, Column):
         raise TypeError("a Spark column in a row expression: write it with pipeline.audit.core.expr")
     return lit(value)
+
+
+def columns_read(exprs: Iterable[Expr | None]) -> list[str]:
+    """The columns the expressions read, each once: what a task selects before it filters wide rows."""
+    names: dict[str, None] = {}
+    pending: list[Any] = list(exprs)
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Col):
+            names[item.name] = None
+        elif isinstance(item, Expr):
+            pending += [getattr(item, field.name) for field in fields(item)]
+        elif isinstance(item, tuple):
+            pending += item
+    return list(names)
 
 
 def as_array(value: Value, length: int) -> pa.Array:
