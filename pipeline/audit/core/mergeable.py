@@ -72,7 +72,7 @@ class Mergeable:
     def of_rows(self, rows: pa.Table, schema: pa.Schema) -> pa.Table:
         """`of` over Arrow rows, in the parts' `schema` (`of`'s, from Spark's analysis). Only the columns it reads
         are filtered: the replay's rows are wide."""
-        rows = rows.select(self._columns)
+        rows = rows.select(self.columns)
         if self.rows is not None:
             rows = rows.filter(pc.fill_null(as_array(self.rows.evaluate(rows), rows.num_rows), False))
         count = rows.num_rows
@@ -86,7 +86,7 @@ class Mergeable:
         return _aggregate(pa.table(columns), self.keys, hows, schema)
 
     @cached_property
-    def _columns(self) -> list[str]:
+    def columns(self) -> list[str]:
         """The columns `of_rows` reads."""
         exprs = [self.rows, *(part.value for part in self.parts), *(part.order for part in self.parts)]
         return list(dict.fromkeys([*self.keys, *columns_read(exprs)]))
@@ -164,6 +164,8 @@ def _sorted_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
         values = pc.fill_null(column.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
         present = values if valid is None else values[valid]
         low, high = int(present.min()), int(present.max())
+        if low == high and valid is None:
+            return np.zeros(len(column), dtype=np.int64), 1
         if high - low < _MOST_CODES:
             codes, count = values - low + 1, high - low + 2
         else:
@@ -173,6 +175,8 @@ def _sorted_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
         codes, count = _dense(pc.fill_null(column, 0).to_numpy(zero_copy_only=False))
         codes, count = codes + 1, count + 1
     else:  # text and the rest: the distinct values sorted
+        if valid is None and pc.all(pc.equal(column, column[0])).as_py():  # cheaper than encoding one value
+            return np.zeros(len(column), dtype=np.int64), 1
         encoded = column.dictionary_encode()
         rank = np.empty(len(encoded.dictionary), dtype=np.int64)
         rank[pc.sort_indices(encoded.dictionary).to_numpy()] = np.arange(1, len(rank) + 1)
