@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.audit.core.expr import Expr, as_array, columns_read
+from pipeline.audit.core.expr import Expr, Memo, as_array, columns_read, evaluated
 
 
 @dataclass(frozen=True)
@@ -78,11 +78,12 @@ class Mergeable:
         count = rows.num_rows
         columns = {key: rows.column(key) for key in self.keys}
         hows = {}
+        memo: Memo = {}  # the parts share their conditions
         for part in self.parts:
-            columns[part.name] = as_array(part.value.evaluate(rows), count)
+            columns[part.name] = as_array(evaluated(part.value, rows, memo), count)
             hows[part.name] = part.how
             if part.how in ("first", "last"):
-                columns[f"{part.name}_at"] = as_array(part.order.evaluate(rows), count)
+                columns[f"{part.name}_at"] = as_array(evaluated(part.order, rows, memo), count)
         return _aggregate(pa.table(columns), self.keys, hows, schema)
 
     @cached_property
