@@ -109,7 +109,7 @@ def _aggregate(table: pa.Table, keys: tuple[str, ...], hows: dict[str, str], sch
     a first / last column takes its order from `<name>_at`."""
     if table.num_rows == 0:
         return schema.empty_table()
-    group, first_rows = _groups(table, keys)
+    group, first_rows, by_group = _groups(table, keys)
     grouped = {"group": group}
     aggregations = []
     for name, how in hows.items():
@@ -119,22 +119,24 @@ def _aggregate(table: pa.Table, keys: tuple[str, ...], hows: dict[str, str], sch
         options = pc.CountOptions(mode="only_valid") if how == "count" else pc.ScalarAggregateOptions(skip_nulls=True)
         aggregations.append((name, _ARROW_HOW[how], options))
     result = pa.table(grouped).group_by("group", use_threads=False).aggregate(aggregations)
-    by_group = np.argsort(result.column("group").to_numpy())
+    in_result = np.argsort(result.column("group").to_numpy())
     out = {key: table.column(key).take(first_rows) for key in keys}
     for name, how in hows.items():
         if how in ("first", "last"):
-            out[name], out[f"{name}_at"] = _at_extreme(table, group, len(first_rows), name, how)
+            out[name], out[f"{name}_at"] = _at_extreme(table, group, by_group, len(first_rows), name, how)
         else:
-            out[name] = result.column(f"{name}_{_ARROW_HOW[how]}").take(by_group)
+            out[name] = result.column(f"{name}_{_ARROW_HOW[how]}").take(in_result)
     return pa.table([out[field.name].cast(field.type) for field in schema], schema=schema)
 
 
-def _groups(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group number (groups numbered in sorted key order) and the first row of each group.
+def _groups(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's group number (groups numbered in sorted key order), the first row of each group, and the rows in
+    group order (earlier rows first within a group).
 
     The keys are combined into one number per row that sorts as the keys do, so that one numpy sort of integers
-    replaces Arrow's sort of the rows by several columns, text among them; a key that is the same on every row, as
-    the replica's mostly are in a chunk, is left out of it."""
+    replaces Arrow's sort of the rows by several columns, text among them (and none is needed when the rows come in
+    key order, as the producer walk hands them out); a key that is the same on every row, as the replica's mostly
+    are in a chunk, is left out of it."""
     combined = np.zeros(table.num_rows, dtype=np.int64)
     width = 1
     for key in keys:
@@ -147,8 +149,15 @@ def _groups(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndar
                 codes, count = _dense(codes)
         combined = combined * count + codes
         width *= count
-    _, first_rows, group = np.unique(combined, return_index=True, return_inverse=True)
-    return group.reshape(-1), first_rows
+    in_order = bool(np.all(combined[1:] >= combined[:-1]))
+    by_group = np.arange(len(combined)) if in_order else np.argsort(combined, kind="stable")
+    starts = np.empty(len(combined), dtype=bool)
+    starts[:1] = True
+    sorted_keys = combined[by_group]
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=starts[1:])
+    group = np.empty(len(combined), dtype=np.int64)
+    group[by_group] = np.cumsum(starts) - 1
+    return group, by_group[starts], by_group
 
 
 _MOST_CODES = 1 << 62  # a combined key stays below it
@@ -195,23 +204,25 @@ def _dense(values: np.ndarray) -> tuple[np.ndarray, int]:
     return codes.reshape(-1).astype(np.int64), len(distinct)
 
 
-def _at_extreme(table: pa.Table, group: np.ndarray, groups: int, name: str, how: str) -> tuple[pa.Array, pa.Array]:
+def _at_extreme(
+    table: pa.Table, group: np.ndarray, by_group: np.ndarray, groups: int, name: str, how: str
+) -> tuple[pa.Array, pa.Array]:
     """Per group: the value of `name` at the row with the lowest (first) / highest (last) `<name>_at`, rows whose
     order is null skipped, and that order; the earliest such row wins a tie, as it comes first.
 
-    The rows are put in group order by a stable sort, which costs little on rows that come a group at a time (the
-    producer walk's), and each group's extreme is found in one pass, not by sorting on the order too."""
+    The rows in group order (`by_group`, earlier rows first within a group) are walked once for each group's
+    extreme: no sort by the order."""
     at = table.column(f"{name}_at").combine_chunks()
     value = table.column(name).combine_chunks()
-    rows = np.arange(len(at)) if at.null_count == 0 else np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+    if at.null_count:
+        by_group = by_group[at.is_valid().to_numpy(zero_copy_only=False)[by_group]]
     slots = np.full(groups, -1, dtype=np.int64)
-    if len(rows):
+    if len(by_group):
         kind = at.type
         if pa.types.is_integer(kind) or pa.types.is_timestamp(kind):
             order = pc.fill_null(at.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
         else:
             order = _sorted_codes(at)[0]
-        by_group = rows[np.argsort(group[rows], kind="stable")]  # earlier rows first within a group
         in_group, order = group[by_group], order[by_group]
         starts = np.flatnonzero(np.diff(in_group, prepend=-1))
         extreme = (np.minimum if how == "first" else np.maximum).reduceat(order, starts)
