@@ -14,8 +14,9 @@ and methods those columns have, so a check reads the same either way.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -25,6 +26,7 @@ from pyspark.sql import functions as F
 
 Rows = pa.RecordBatch | pa.Table
 Value = pa.Array | pa.ChunkedArray | pa.Scalar
+Memo = dict[tuple, Value]  # values of expressions on one set of rows, by key
 
 ARROW_TYPES = {
     "string": pa.string(),
@@ -44,8 +46,15 @@ class Expr:
     def column(self) -> Column:
         raise NotImplementedError
 
-    def evaluate(self, rows: Rows) -> Value:
+    def evaluate(self, rows: Rows, memo: Memo | None = None) -> Value:
+        """Its Arrow values on `rows`; with a `memo`, what it shares with the other expressions evaluated on the same
+        rows with that memo is evaluated once (`evaluated`)."""
         raise NotImplementedError
+
+    @cached_property
+    def key(self) -> tuple:
+        """What the expression computes: expressions built apart from the same parts have the same key."""
+        return (type(self).__name__, *(_key(getattr(self, field.name)) for field in fields(self)))
 
     # SQL operators, as Column has them
     def __and__(self, other: Any) -> Expr:
@@ -140,7 +149,7 @@ class Col(Expr):
     def column(self) -> Column:
         return F.col(self.name)
 
-    def evaluate(self, rows: Rows) -> Value:
+    def evaluate(self, rows: Rows, memo: Memo | None = None) -> Value:
         return rows.column(self.name)
 
 
@@ -151,7 +160,7 @@ class Lit(Expr):
     def column(self) -> Column:
         return F.lit(self.value)
 
-    def evaluate(self, rows: Rows) -> Value:
+    def evaluate(self, rows: Rows, memo: Memo | None = None) -> Value:
         return pa.scalar(self.value)
 
 
@@ -163,8 +172,8 @@ class Cast(Expr):
     def column(self) -> Column:
         return self.of.column().cast(self.type_name)
 
-    def evaluate(self, rows: Rows) -> Value:
-        value = self.of.evaluate(rows)
+    def evaluate(self, rows: Rows, memo: Memo | None = None) -> Value:
+        value = evaluated(self.of, rows, memo)
         target = ARROW_TYPES[self.type_name]
         if isinstance(value, pa.Scalar) and not value.is_valid:
             return pa.scalar(None, target)
@@ -179,8 +188,8 @@ class IsIn(Expr):
     def column(self) -> Column:
         return self.of.column().isin(*self.values)
 
-    def evaluate(self, rows: Rows) -> Value:
-        value = self.of.evaluate(rows)
+    def evaluate(self, rows: Rows, memo: Memo | None = None) -> Value:
+        value = evaluated(self.of, rows, memo)
         found = pc.is_in(value, value_set=pa.array(self.values, value.type))
         return pc.if_else(pc.is_null(value), pa.scalar(None, pa.bool_()), found)  # SQL: null IN (...) is null
 
@@ -249,8 +258,8 @@ class Call(Expr):
     def column(self) -> Column:
         return _SPARK[self.op](*(arg.column() for arg in self.args))
 
-    def evaluate(self, rows: Rows) -> Value:
-        return _ARROW[self.op](*(arg.evaluate(rows) for arg in self.args))
+    def evaluate(self, rows: Rows, memo: Memo | None = None) -> Value:
+        return _ARROW[self.op](*(evaluated(arg, rows, memo) for arg in self.args))
 
 
 @dataclass(frozen=True, eq=False)
@@ -273,16 +282,17 @@ class When(Expr):
             built = built.when(condition.column(), value.column())
         return built if self.default is None else built.otherwise(self.default.column())
 
-    def evaluate(self, rows: Rows) -> Value:
+    def evaluate(self, rows: Rows, memo: Memo | None = None) -> Value:
         length = rows.num_rows
-        values = [as_array(value.evaluate(rows), length) for _, value in self.cases]
-        default = None if self.default is None else as_array(self.default.evaluate(rows), length)
+        values = [as_array(evaluated(value, rows, memo), length) for _, value in self.cases]
+        default = None if self.default is None else as_array(evaluated(self.default, rows, memo), length)
         target = _common_type([*values, *([] if default is None else [default])])
         values = [value.cast(target) for value in values]
-        default = pa.nulls(length, target) if default is None else default.cast(target)
-        conditions = [pc.fill_null(as_array(c.evaluate(rows), length), False) for c, _ in self.cases]
-        names = [f"c{index}" for index in range(len(conditions))]
-        return pc.case_when(pc.make_struct(*conditions, field_names=names), *values, default)
+        result = pa.nulls(length, target) if default is None else default.cast(target)
+        for (condition, _), value in reversed(list(zip(self.cases, values, strict=True))):  # the first case wins
+            condition = pc.fill_null(as_array(evaluated(condition, rows, memo), length), False)
+            result = pc.if_else(condition, value, result)
+        return result
 
 
 def _common_type(values: list[pa.Array]) -> pa.DataType:
@@ -307,9 +317,9 @@ class FormatString(Expr):
     def column(self) -> Column:
         return F.format_string(self.pattern, *(arg.column() for arg in self.args))
 
-    def evaluate(self, rows: Rows) -> Value:
+    def evaluate(self, rows: Rows, memo: Memo | None = None) -> Value:
         length = rows.num_rows
-        columns = [as_array(arg.evaluate(rows), length).to_pylist() for arg in self.args]
+        columns = [as_array(evaluated(arg, rows, memo), length).to_pylist() for arg in self.args]
         pieces = _format_pieces(self.pattern)
         by_row = zip(*columns, strict=True) if columns else [()] * length
         return pa.array([_format_row(pieces, values) for values in by_row], pa.string())
@@ -386,10 +396,44 @@ def _expr(value: Any) -> Expr:
     return lit(value)
 
 
+def evaluated(expr: Expr, rows: Rows, memo: Memo | None = None) -> Value:
+    """`expr` evaluated on `rows`; with a `memo` (a dict kept for those rows), once per distinct expression: the
+    checks of a frame and the parts of an aggregate are built from the same few conditions."""
+    if memo is None or isinstance(expr, Col | Lit):
+        return expr.evaluate(rows, memo)
+    value = memo.get(expr.key)
+    if value is None:
+        value = memo[expr.key] = expr.evaluate(rows, memo)
+    return value
+
+
+def _key(value: Any) -> Any:
+    if isinstance(value, Expr):
+        return value.key
+    if isinstance(value, tuple):
+        return tuple(_key(item) for item in value)
+    return type(value).__name__, repr(value)  # 1, 1.0 and True are different literals
+
+
+def columns_read(exprs: Iterable[Expr | None]) -> list[str]:
+    """The columns the expressions read, each once: what a task selects before it filters wide rows."""
+    names: dict[str, None] = {}
+    pending: list[Any] = list(exprs)
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Col):
+            names[item.name] = None
+        elif isinstance(item, Expr):
+            pending += [getattr(item, field.name) for field in fields(item)]
+        elif isinstance(item, tuple):
+            pending += item
+    return list(names)
+
+
 def as_array(value: Value, length: int) -> pa.Array:
     """An evaluated expression as one array of `length` rows (a scalar repeated)."""
     if isinstance(value, pa.Scalar):
-        return pa.array([value.as_py()] * length, value.type) if value.is_valid else pa.nulls(length, value.type)
+        return pa.repeat(value, length) if value.is_valid else pa.nulls(length, value.type)
     if isinstance(value, pa.ChunkedArray):
         return value.combine_chunks()
     return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,7 +19,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pipeline.audit.core.columns import LOCATION
-from pipeline.audit.core.expr import Expr, Rows, as_array, col, lit
+from pipeline.audit.core.expr import Expr, Memo, Rows, as_array, col, columns_read, evaluated, lit
 from pipeline.audit.core.registry import CHECKS, FRAMES, Fires, Rule
 from schemas.findings import FINDING_FIELDS
 
@@ -50,15 +51,27 @@ class FrameChecks:
     schema: pa.Schema
 
     def findings(self, batch: Rows) -> pa.Table:
-        """The findings of the checks on the rows of `batch` the frame holds."""
+        """The findings of the checks on the rows of `batch` the frame holds. Only the columns the checks read are
+        filtered, and what their conditions share is evaluated once."""
+        batch = batch.select(self.columns)
         if self.rows is not None:
             batch = batch.filter(pc.fill_null(as_array(self.rows.evaluate(batch), batch.num_rows), False))
+        memo: Memo = {}
         tables = []
         for check in self.checks:
-            fired = pc.fill_null(as_array(check.fires.when.evaluate(batch), batch.num_rows), False)
+            fired = pc.fill_null(as_array(evaluated(check.fires.when, batch, memo), batch.num_rows), False)
             if pc.any(fired).as_py():
                 tables.append(_findings(check, batch.filter(fired), self.schema))
         return pa.concat_tables(tables) if tables else self.schema.empty_table()
+
+    @cached_property
+    def columns(self) -> list[str]:
+        """The columns the frame's rows, its checks and their findings read."""
+        exprs: list[Expr | None] = [self.rows, col("producer_epoch"), *(col(source) for source in LOCATION.values())]
+        for check in self.checks:
+            fires = check.fires
+            exprs += [fires.when, fires.message, *fires.evidence.values(), fires.severity, fires.producer_epoch]
+        return columns_read(exprs)
 
 
 # the rows each row-local frame holds (pipeline.audit.core.frames): every replay row, or those with producer state

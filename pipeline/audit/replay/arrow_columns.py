@@ -36,8 +36,10 @@ def group_starts(rows: pa.Table | pa.RecordBatch, key: list[str], previous: tupl
         column = rows.column(name)
         column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            values = column.dictionary_encode().indices.to_numpy(zero_copy_only=False)
-        elif pa.types.is_boolean(column.type):
+            changed = pc.not_equal(column.slice(0, len(column) - 1), column.slice(1))  # compared, not encoded
+            starts[1:] |= pc.fill_null(changed, True).to_numpy(zero_copy_only=False)  # a null begins a group
+            continue
+        if pa.types.is_boolean(column.type):
             values = pc.fill_null(column, False).to_numpy(zero_copy_only=False)
         else:
             values = pc.fill_null(column.cast(pa.int64()), NONE).to_numpy(zero_copy_only=False)

@@ -13,6 +13,7 @@ logic. tests/integration/test_replay_files.py checks both paths give the same re
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import logging
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -300,8 +300,10 @@ def replay_files(
         def read(paths: Iterable[str]) -> Iterator[pa.RecordBatch]:
             for path in paths:
                 cluster = cluster_of(path)
+                replicas = _rows_of(facts, cluster_id=cluster, topic=plan.topic)
+                producers = None if versions is None else _rows_of(versions, cluster_id=cluster)
                 for batch in _read_file(path):
-                    rows = _input_rows(batch, cluster, plan.topic, kind, facts, versions, input_schema)
+                    rows = _input_rows(batch, cluster, plan.topic, kind, replicas, producers, input_schema)
                     yield from rows.to_batches()
 
         return read
@@ -422,25 +424,45 @@ def _input_rows(
     versions: pa.Table | None,
     schema: pa.Schema,
 ) -> pa.Table:
-    """The rows of the audited replica in `batch`, with the columns `replay_input` adds, in its order."""
+    """The rows of the audited replica in `batch`, with the columns `replay_input` adds, in its order. `facts` are
+    the `replica_facts` rows of the batch's cluster and topic, `versions` the coordinator versions of its cluster."""
     rows = pa.Table.from_batches([batch])
-    count = rows.num_rows
-    rows = rows.append_column("cluster_id", _repeated(pa.scalar(cluster), count))
-    rows = rows.append_column("topic", _repeated(pa.scalar(topic), count))
     rows = rows.set_column(
         rows.schema.get_field_index("broker_id"),
         "broker_id",
         pc.coalesce(rows["broker_id"], pa.scalar(-1, pa.int32())),
     )
-    rows = rows.join(facts, keys=REPLICA, join_type="inner")
+    rows = _with_facts(rows, facts)
     count = rows.num_rows
+    rows = rows.append_column("cluster_id", pa.repeat(pa.scalar(cluster), count))
+    rows = rows.append_column("topic", pa.repeat(pa.scalar(topic), count))
     rows = rows.append_column("is_compacted", pc.is_valid(rows["compacted_by"]))
     for kind, value in zip(TOPIC_KINDS, topic_kinds, strict=True):
-        rows = rows.append_column(kind, _repeated(pa.scalar(value), count))
+        rows = rows.append_column(kind, pa.repeat(pa.scalar(value), count))
     rows = rows.append_column("coordinator_version", _coordinator_version(rows, versions))
     for name, values in _flags(rows).items():
         rows = rows.append_column(name, values)
     return pa.Table.from_arrays([rows[field.name].cast(field.type) for field in schema], schema=schema)
+
+
+def _with_facts(rows: pa.Table, facts: pa.Table) -> pa.Table:
+    """`replay_input`'s inner join of the rows with `replica_facts` on (partition, broker), `facts` being the rows of
+    one cluster and topic, a row per partition: each row's partition looked up among them, not a hash join of every
+    row, and no filter when every row is of an audited replica (a file holds one partition of one broker)."""
+    at = pc.index_in(rows["partition"], value_set=facts["partition"], skip_nulls=True)
+    audited = pc.fill_null(pc.equal(rows["broker_id"], facts["broker_id"].take(at)), False)
+    if not pc.all(audited).as_py():
+        rows, at = rows.filter(audited), at.filter(audited)
+    for name in facts.column_names:
+        if name not in REPLICA:
+            rows = rows.append_column(facts.field(name), facts[name].take(at))
+    return rows
+
+
+def _rows_of(table: pa.Table, **values: str) -> pa.Table:
+    """The rows of `table` whose columns hold `values` (a null matches nothing, as in a join)."""
+    matches = [pc.equal(table[name], value) for name, value in values.items()]
+    return table.filter(functools.reduce(pc.and_, matches))
 
 
 def _flags(rows: pa.Table) -> dict[str, pa.ChunkedArray]:
@@ -473,19 +495,13 @@ def _flags(rows: pa.Table) -> dict[str, pa.ChunkedArray]:
 
 
 def _coordinator_version(rows: pa.Table, versions: pa.Table | None) -> pa.ChunkedArray | pa.Array:
-    """`with_coordinator_version`: 2 from the producer id's first TV2 epoch on, 1 up to its last TV0/TV1 epoch."""
+    """`with_coordinator_version`: 2 from the producer id's first TV2 epoch on, 1 up to its last TV0/TV1 epoch.
+    `versions` are the rows' cluster's, one per producer id."""
     if versions is None:
         return pa.nulls(rows.num_rows, pa.int32())
-    keyed = pa.table(
-        {"cluster_id": rows["cluster_id"], "producer_id": rows["producer_id"], "_row": np.arange(rows.num_rows)}
-    )
-    joined = keyed.join(versions, keys=["cluster_id", "producer_id"], join_type="left outer").sort_by("_row")
+    at = pc.index_in(rows["producer_id"], value_set=versions["producer_id"], skip_nulls=True)
     epoch = rows["producer_epoch"]
-    tv2 = pc.fill_null(pc.greater_equal(epoch, joined["tv2_from_epoch"]), False)
-    tv1 = pc.fill_null(pc.less_equal(epoch, joined["tv1_through_epoch"]), False)
+    tv2 = pc.fill_null(pc.greater_equal(epoch, versions["tv2_from_epoch"].take(at)), False)
+    tv1 = pc.fill_null(pc.less_equal(epoch, versions["tv1_through_epoch"].take(at)), False)
     none = pa.scalar(None, pa.int32())
     return pc.if_else(tv2, pa.scalar(2, pa.int32()), pc.if_else(tv1, pa.scalar(1, pa.int32()), none))
-
-
-def _repeated(value: pa.Scalar, count: int) -> pa.Array:
-    return pa.array([value.as_py()], value.type).take(pa.array(np.zeros(count, dtype=np.int64)))

@@ -29,7 +29,7 @@ from pipeline.audit.replay.task import ReplayEnds
 from pipeline.audit.replay.task_outputs import HeldTables, TableFiles, TaskOutputs
 from pipeline.audit.replay.task_rows import TaskRows
 from pipeline.sources.filesystems import resolve
-from pipeline.tables.parquet_sink import COMPRESSION, ParquetFile, dictionary_columns
+from pipeline.tables.parquet_sink import COMPRESSION, ROW_GROUP_ROWS, ParquetFile, dictionary_columns
 from schemas.batches import STATUS_TRUNCATED
 from schemas.keys import REPLICA
 
@@ -104,7 +104,10 @@ def replay_partition(
 class BodyFile:
     """A partition's body file: the rows a walk hands out but each replica's last one, which it keeps apart. With
     `outputs`, the findings of the rows written go into `found` and the rows walked are aggregated (`parts`, once
-    closed)."""
+    closed).
+
+    The rows are checked a row group at a time, as the file holds them before it writes them: the checks cost
+    mostly per call, not per row, and a walk hands out small record batches."""
 
     def __init__(
         self,
@@ -122,12 +125,22 @@ class BodyFile:
         self._found = found
         self._parts = None if outputs is None else outputs.parts()
         self.parts: list[tuple[str, pa.Table]] = []
+        self._unchecked: list[pa.Table] = []
+        self._unchecked_rows = 0
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows:
             self._file.add(table)
             if self._outputs is not None and self._found is not None:
-                self._outputs.check(table, self._found)
+                self._unchecked.append(table)
+                self._unchecked_rows += table.num_rows
+                if self._unchecked_rows >= ROW_GROUP_ROWS:
+                    self._check()
+
+    def _check(self) -> None:
+        if self._unchecked:
+            self._outputs.check(pa.concat_tables(self._unchecked), self._found)
+            self._unchecked, self._unchecked_rows = [], 0
 
     def write_walk(self, batches: Iterator[pa.RecordBatch]) -> pa.Table:
         """Write a walk's rows; the replicas' last rows (no next entry) are returned instead."""
@@ -136,6 +149,9 @@ class BodyFile:
             rows = pa.Table.from_batches([batch], schema=self.schema)
             if self._parts is not None:
                 self._parts.add(rows)
+            if rows[NEXT_ENTRY].null_count == 0:  # no replica ends in it: the rows are written as they are
+                self.write(rows)
+                continue
             last = pc.is_null(rows[NEXT_ENTRY])
             tails.append(rows.filter(last))
             self.write(rows.filter(pc.invert(last)))
@@ -143,6 +159,7 @@ class BodyFile:
 
     def close(self) -> tuple[str, int] | None:
         """The file's path and rows; None when no row was written (and there is no file)."""
+        self._check()
         rows = self._file.close().rows
         if self._parts is not None:
             self.parts = list(self._parts.tables())

@@ -75,10 +75,12 @@ def replay_rows(
             return
         file_order = sort_order(rows, [*REPLICA, *FILE_ORDER])
         neighbours = file_order_state(rows, file_order, earlier.replicas, None if ends is None else ends.replicas)
+        place = np.empty_like(file_order)  # each row's place in file order, where its neighbours are
+        place[file_order] = np.arange(len(file_order))
         del file_order
         producer_order = sort_order(rows, [*REPLICA, *PRODUCER_ORDER])
         yield from with_producer_state(
-            _with_neighbours(rows, neighbours, producer_order),
+            _with_neighbours(rows, producer_order, neighbours, place[producer_order]),
             expiration_ms=expiration_ms,
             version_mode=version_mode,
             schema=schema,
@@ -93,17 +95,17 @@ def file_order_state(
     earlier: dict[tuple, FileOrderCarry] | None = None,
     ends: dict[tuple, FileOrderCarry] | None = None,
 ) -> pa.Table:
-    """FILE_ORDER_COLUMNS of every row of `rows`, in the rows' own order."""
+    """FILE_ORDER_COLUMNS of every row of `rows`, in file order (`file_order`): they are taken once, in the order
+    the producer walk wants, not put back into the rows' own order first."""
     walked = with_file_order(in_order(rows.select(FILE_ORDER_INPUTS), file_order), earlier, ends)
     names = FILE_ORDER_COLUMNS.fieldNames()
-    in_file_order = pa.Table.from_batches([batch.select(names) for batch in walked])
-    back = np.empty_like(file_order)
-    back[file_order] = np.arange(len(file_order))
-    return in_file_order.take(back)
+    return pa.Table.from_batches([batch.select(names) for batch in walked]).combine_chunks()
 
 
-def _with_neighbours(rows: pa.Table, neighbours: pa.Table, order: np.ndarray) -> Iterator[pa.RecordBatch]:
-    """`rows` with their file-order columns, in `order`."""
+def _with_neighbours(
+    rows: pa.Table, order: np.ndarray, neighbours: pa.Table, neighbours_order: np.ndarray
+) -> Iterator[pa.RecordBatch]:
+    """`rows` in `order` with their file-order columns, which are `neighbours` in `neighbours_order`."""
     schema = pa.schema([*rows.schema, *neighbours.schema])
-    for batch, state in zip(in_order(rows, order), in_order(neighbours, order), strict=True):
+    for batch, state in zip(in_order(rows, order), in_order(neighbours, neighbours_order), strict=True):
         yield pa.RecordBatch.from_arrays([*batch.columns, *state.columns], schema=schema)

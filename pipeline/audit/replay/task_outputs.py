@@ -24,7 +24,7 @@ from pipeline.audit.core.expr import Rows
 from pipeline.audit.core.mergeable import Mergeable
 from pipeline.audit.core.row_checks import FrameChecks, findings_of, row_local_frames
 from pipeline.sources.filesystems import resolve
-from pipeline.tables.parquet_sink import COMPRESSION, ParquetFile
+from pipeline.tables.parquet_sink import COMPRESSION, ROW_GROUP_ROWS, ParquetFile
 
 HELD_PARTS = 200_000  # part rows a partition's aggregate holds before it merges them
 
@@ -138,17 +138,34 @@ class HeldTables:
 
 class PartitionParts:
     """The parts of each aggregate over the rows added, merged whenever they hold HELD_PARTS rows: a part row per
-    group of the rows seen, a transaction- or producer-sized table, never a batch-sized one."""
+    group of the rows seen, a transaction- or producer-sized table, never a batch-sized one.
+
+    The rows added are aggregated a row group at a time (ROW_GROUP_ROWS, what a task's Parquet file holds before it
+    writes them), only the columns the aggregates read kept until then: an aggregate costs mostly per call, and the
+    walks hand out small record batches."""
 
     def __init__(self, aggregates: tuple[Aggregate, ...]) -> None:
         self._aggregates = aggregates
         self._pieces: dict[str, list[pa.Table]] = {a.table: [] for a in aggregates}
         self._held = dict.fromkeys(self._pieces, 0)
+        self._columns = list(dict.fromkeys(name for a in aggregates for name in a.mergeable.columns))
+        self._rows: list[pa.Table] = []
+        self._row_count = 0
 
     def add(self, rows: Rows) -> None:
         if rows.num_rows == 0:
             return
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+        self._rows.append(table.select(self._columns))
+        self._row_count += table.num_rows
+        if self._row_count >= ROW_GROUP_ROWS:
+            self._aggregate()
+
+    def _aggregate(self) -> None:
+        if not self._rows:
+            return
+        table = pa.concat_tables(self._rows)
+        self._rows, self._row_count = [], 0
         for aggregate in self._aggregates:
             piece = aggregate.mergeable.of_rows(table, aggregate.schema)
             self._pieces[aggregate.table].append(piece)
@@ -159,6 +176,7 @@ class PartitionParts:
 
     def tables(self) -> Iterator[tuple[str, pa.Table]]:
         """Each aggregate's parts over every row added, one row per group."""
+        self._aggregate()
         for aggregate in self._aggregates:
             if self._pieces[aggregate.table]:
                 yield aggregate.table, self._merged(aggregate)
