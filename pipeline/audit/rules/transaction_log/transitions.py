@@ -131,8 +131,8 @@ EARLY_EXPIRY = rule(
 
 @frame("transaction_log.transitions", coordinator_local=True)
 def COORDINATOR_TRANSITIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
-    """Each uncleaned record of an id with the previous uncleaned record of the same id (`prev`, which
-    pipeline.audit.state.coordinator.records_of takes in its one sort of the records by id), if there is one."""
+    """Each uncleaned record of an id with the previous uncleaned record of the same id (`prev`), if there is one."""
+    # `prev` comes with the records: records_of (pipeline.audit.state.coordinator) takes it in its one sort by id.
     records = inputs.coordinator_records
     if records is None:
         return None
