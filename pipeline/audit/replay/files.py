@@ -31,7 +31,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from pipeline.audit.core.scratch import Scratch
 from pipeline.audit.replay.coordinator_version import coordinator_versions
-from pipeline.audit.replay.input_rows import input_rows, read_file, read_folder
+from pipeline.audit.replay.input_rows import input_rows, matching_rows, read_file, read_folder
 from pipeline.audit.replay.kept import ENDS, MOST_BODY_FILES, WRITTEN, KeptReplay, fingerprint, partition_key
 from pipeline.audit.replay.partition import PartitionFiles, replay_partition, write_table
 from pipeline.audit.replay.plan import (
@@ -296,8 +296,8 @@ def replay_files(
         def read(paths: Iterable[str]) -> Iterator[pa.RecordBatch]:
             for path in paths:
                 cluster = cluster_of(path)
-                replicas = rows_of(facts, cluster_id=cluster, topic=plan.topic)
-                producers = None if versions is None else rows_of(versions, cluster_id=cluster)
+                replicas = matching_rows(facts, cluster_id=cluster, topic=plan.topic)
+                producers = None if versions is None else matching_rows(versions, cluster_id=cluster)
                 for batch in read_file(path):
                     rows = input_rows(batch, cluster, plan.topic, kind, replicas, producers, input_schema)
                     yield from rows.to_batches()

@@ -78,7 +78,7 @@ def _with_facts(rows: pa.Table, facts: pa.Table) -> pa.Table:
     return rows
 
 
-def rows_of(table: pa.Table, **values: str) -> pa.Table:
+def matching_rows(table: pa.Table, **values: str) -> pa.Table:
     """The rows of `table` whose columns hold `values` (a null matches nothing, as in a join)."""
     matches = [pc.equal(table[name], value) for name, value in values.items()]
     return table.filter(functools.reduce(pc.and_, matches))
