@@ -146,7 +146,7 @@ def _execute(args: argparse.Namespace) -> int:
 
     from pipeline.compilers import expected_batches
     from pipeline.reports.summary import render_text
-    from pipeline.session import build_session, configured_master, import_while_starting
+    from pipeline.session import build_session, configured_master, import_while_starting, stop_for_exit
     from pipeline.tables.lock import WarehouseLock
     from pipeline.tables.publication import WRITER_COMMANDS
     from pipeline.tables.store import TableStore
@@ -174,7 +174,7 @@ def _execute(args: argparse.Namespace) -> int:
             result = _step(args, spark, store, settings, run_id)
         finally:
             if owns_session:
-                spark.stop()
+                stop_for_exit(spark)
 
     if result.summary is not None:
         _print_report(render_text(result.summary))
@@ -209,7 +209,7 @@ def _compare(args: argparse.Namespace, settings: Settings) -> int:
 
     from pipeline import runner
     from pipeline.reports.junit import write_junit
-    from pipeline.session import build_session
+    from pipeline.session import build_session, stop_for_exit
     from pipeline.tables.store import TableStore
 
     owns_session = SparkSession.getActiveSession() is None
@@ -221,7 +221,7 @@ def _compare(args: argparse.Namespace, settings: Settings) -> int:
         )
     finally:
         if owns_session:
-            spark.stop()
+            stop_for_exit(spark)
     if args.update_golden:
         print(f"golden outputs written to {args.golden}")
         return EXIT_OK

@@ -56,6 +56,16 @@ def build_session(settings: Settings, expected_batches: int | None = None) -> Sp
     return spark
 
 
+def stop_for_exit(spark: SparkSession) -> None:
+    """Stop the session of a process that ends right after. PySpark's `stop` then waits for its accumulator
+    server's thread to notice, which polls every half second (0.9 s of a 16 s sample run, BENCHMARKS.md): that
+    thread is a daemon, so only the JVM's context is stopped here and the thread ends with the process."""
+    context = spark.sparkContext
+    if getattr(context, "_accumulatorServer", None) is not None:
+        context._accumulatorServer = None
+    spark.stop()
+
+
 def with_log_config(java_options: str) -> str:
     """The JVM's options with Spark's log configured by the package's log4j2.properties, unless they name one."""
     if "log4j2.configurationFile" in java_options:
