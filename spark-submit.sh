@@ -119,15 +119,19 @@ ensure_venv() {
     fi
 }
 
-# The driver JVM maps the class archive of `produce-audit prepare` (pipeline/class_archive.py) when one exists:
-# the properties file's spark.driver.extraJavaOptions with the archive's flags added. Empty when the command
-# line sets the driver's Java options itself.
+# The driver JVM maps the class archive of `produce-audit prepare` (pipeline/class_archive.py) when one exists and
+# logs as `produce-audit` does (the package's log4j2.properties, pipeline/session.py): the properties file's
+# spark.driver.extraJavaOptions with those flags added. Empty when the command line sets the driver's Java options.
 driver_java_options() {
     local properties="$1" given
     [[ " ${submit_args[*]-} " =~ (extraJavaOptions|--driver-java-options) ]] && return
     given="$(awk '$1 == "spark.driver.extraJavaOptions" { $1 = ""; sub(/^ +/, ""); print }' "$properties")"
-    "$VENV/bin/python" -c 'import sys; from pipeline.class_archive import with_archive; print(with_archive(sys.argv[1]))' \
-        "$given"
+    "$VENV/bin/python" -c '
+import sys
+from pipeline.class_archive import with_archive
+from pipeline.session import with_log_config
+print(with_archive(with_log_config(sys.argv[1])))
+' "$given"
 }
 
 # The local file system classes of `produce-audit prepare` (pipeline/local_fs.py), for a driver on this machine:

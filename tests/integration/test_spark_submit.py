@@ -31,6 +31,8 @@ def test_spark_submit_prints_the_report_alone_on_stdout(tmp_path):
     assert "Findings by severity" in completed.stdout
     assert " INFO pipeline." not in completed.stdout and "WARN" not in completed.stdout.split("\n", 1)[0]
     assert " INFO pipeline.audit_step: audit tables written in " in completed.stderr
+    # Spark logs as the package's log4j2.properties says, not with its own default profile at INFO.
+    assert "log4j2-defaults.properties" not in completed.stderr and " INFO SparkContext" not in completed.stderr
 
     (run,) = DeltaTable(str(warehouse / "runs")).to_pyarrow_table().to_pylist()
     expected_backend = "embedded" if jar_bundles.installed(BUNDLE) is None else "native"
