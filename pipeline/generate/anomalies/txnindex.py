@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from pipeline.generate.anomalies.registry import Kind, anomaly
@@ -16,24 +17,32 @@ if TYPE_CHECKING:
     from pipeline.generate.anomalies.injector import AnomalyInjector
 
 RECENT_ENTRIES = 8
+# The newest entries of a partition looked at for them: once every producer of a partition is claimed none is
+# usable, and a look through all its entries at each try took longer the longer the run.
+LOOKED_AT = 256
 
 
 def _abort_entries(inj: AnomalyInjector, slot: str | None = None) -> list[tuple[DataPartition, int, list[int]]]:
     """(partition, segment base, entry) of the newest `.txnindex` entries of clean ABORTs with a free pair, a
-    few per partition (whose `slot`, if given, is free): a bounded look, however long the run."""
+    few per partition (whose `slot`, if given, is free) among its LOOKED_AT newest: a bounded look, however long
+    the run."""
     found = []
     for partition in inj.partitions(lambda p: not p.compacted and (slot is None or inj.slot_free(p, slot))):
-        usable = []
-        for segment in sorted(partition.aborted, reverse=True):
-            for entry in reversed(partition.aborted[segment]):
-                if (partition.index, entry[2]) not in inj.protected_markers and inj.free(partition, entry[0]):
-                    usable.append((partition, segment, entry))
-                if len(usable) == RECENT_ENTRIES:
-                    break
-            if len(usable) == RECENT_ENTRIES:
-                break
-        found.extend(reversed(usable))
+        newest = islice(_newest_entries(partition), LOOKED_AT)
+        usable = (
+            (partition, segment, entry)
+            for segment, entry in newest
+            if (partition.index, entry[2]) not in inj.protected_markers and inj.free(partition, entry[0])
+        )
+        found.extend(reversed(list(islice(usable, RECENT_ENTRIES))))
     return found
+
+
+def _newest_entries(partition: DataPartition) -> Iterator[tuple[int, list[int]]]:
+    """(segment base, entry) of the partition's `.txnindex` entries, newest first."""
+    for segment in sorted(partition.aborted, reverse=True):
+        for entry in reversed(partition.aborted[segment]):
+            yield segment, entry
 
 
 def _insert_entry(partition: DataPartition, segment: int, entry: list[int]) -> None:
