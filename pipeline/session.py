@@ -57,9 +57,9 @@ def build_session(settings: Settings, expected_batches: int | None = None) -> Sp
 
 
 def stop_for_exit(spark: SparkSession) -> None:
-    """Stop the session of a process that ends right after. PySpark's `stop` then waits for its accumulator
-    server's thread to notice, which polls every half second (0.9 s of a 16 s sample run, BENCHMARKS.md): that
-    thread is a daemon, so only the JVM's context is stopped here and the thread ends with the process."""
+    """Stop the session of a process that ends right after. PySpark's `stop` ends by waiting for its accumulator
+    server's thread, which polls every half second (0.9 s of a 16 s sample run, BENCHMARKS.md): that thread is a
+    daemon, so the session is stopped without it and the thread ends with the process."""
     context = spark.sparkContext
     if getattr(context, "_accumulatorServer", None) is not None:
         context._accumulatorServer = None
