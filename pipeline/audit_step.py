@@ -18,7 +18,6 @@ from pipeline.audit.engine.kept_findings import keep
 from pipeline.audit.engine.run import SIDE_TABLES, run_audit
 from pipeline.audit.replay.files import Keeping
 from pipeline.audit.replay.kept import KEPT_FOLDER, read_kept
-from pipeline.audit.state.kept_coordinator import KEPT_TABLES
 from pipeline.audit.state.kept_parts import keep_tables
 from pipeline.class_archive import JAVA_OPTIONS
 from pipeline.compilers import runs_optimising
@@ -101,6 +100,7 @@ def audit_batches(
             empty_tables=empty_tables,
             batch_files=batch_files,
             keeping=keeping,
+            log_files=store.files_per_partition("transaction_log") if "transaction_log" in side_files else None,
             **side_files,
         )
         log.info(
@@ -124,7 +124,7 @@ def audit_batches(
                 {table: partial(write_output, table, partition_by) for table, partition_by in AUDIT_TABLES.items()}
             )
         )
-        keep_tables(keeping, scratch, [*scratch.names("parts/"), *KEPT_TABLES])
+        keep_tables(keeping, scratch, scratch.names("parts/"))
         keep(keeping, scratch, KEPT_FRAMES)
         log.info(
             "audit tables written in %.1f s: %d finding(s) in %d topic(s)",

@@ -6,8 +6,8 @@ from logbuilder import PartitionLog
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from pipeline.audit.replay.coordinator_records import audited_records
 from pipeline.audit.replay.plan import replay
-from pipeline.audit.state.coordinator import audited_records
 from pipeline.audit.state.global_transactions import build_global_transactions
 from pipeline.audit.state.transactions import markers_of, transaction_parts
 from pipeline.config import AuditSettings

@@ -1,7 +1,7 @@
-"""The coordinator records a run takes over from the kept replay: a partition's records are made from its own rows
-alone, the digest of those rows changes with any of them, and a frame over one partition's records is checked on
-the partitions derived again and keeps the findings of the others (tests/integration/test_nightly_append.py holds
-the tables of a rerun that took some partitions over to those of a full run)."""
+"""The coordinator findings a run takes over from the kept replay: a partition's records are made from its own rows
+alone, the digest of what they were made from changes with its files, its audited broker and its cleaner offset, and
+a frame over one partition's records is checked on the other partitions and keeps the findings of those taken over
+(tests/integration/test_nightly_append.py holds the tables of a rerun that took some over to those of a full run)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from pyspark.testing import assertDataFrameEqual
 
 from pipeline.audit.core.context import AuditContext, AuditInputs
 from pipeline.audit.engine.run import frame_findings
+from pipeline.audit.replay.coordinator_records import audited_records, sources
 from pipeline.audit.replay.kept import CoordinatorOutcome, KeptReplay
-from pipeline.audit.state.coordinator import audited_rows, records_of
-from pipeline.audit.state.kept_coordinator import sources
 from pipeline.config import AuditSettings
+from pipeline.tables.files_per_partition import FileGroup
 from schemas.batches import BATCHES
-from schemas.checkpoints import CHECKPOINTS, CLEANER_OFFSET
 from schemas.transaction_log import TRANSACTION_LOG
 
 EMPTY, ONGOING, PREPARE_COMMIT, COMPLETE_COMMIT = 0, 1, 2, 4
+KEY_3, KEY_7 = '["c", "__transaction_state", 3]', '["c", "__transaction_state", 7]'
+KEY_7_TUPLE = ("c", "__transaction_state", 7)
 
 
 def _coordinators() -> list[PartitionLog]:
@@ -33,45 +34,32 @@ def _coordinators() -> list[PartitionLog]:
     return logs
 
 
-def _digests(spark, logs, checkpoints=None) -> dict[int, tuple[int, int]]:
-    batches = spark.createDataFrame([row for log in logs for row in log.rows], BATCHES)
-    log_rows = spark.createDataFrame([row for log in logs for row in log.transaction_log_rows], TRANSACTION_LOG)
-    digests = sources(audited_rows(log_rows, batches, checkpoints)).collect()
-    return {row.partition: (row.rows, row.digest) for row in digests}
-
-
 def test_a_partitions_records_are_made_from_its_own_rows(spark):
     logs = _coordinators()
     batches = spark.createDataFrame([row for log in logs for row in log.rows], BATCHES)
     log_rows = spark.createDataFrame([row for log in logs for row in log.transaction_log_rows], TRANSACTION_LOG)
-    together = records_of(audited_rows(log_rows, batches, None)).where(F.col("partition") == 7)
-    alone = records_of(audited_rows(log_rows.where(F.col("partition") == 7), batches, None))
+    together = audited_records(log_rows, batches, None).where(F.col("partition") == 7)
+    alone = audited_records(log_rows.where(F.col("partition") == 7), batches, None)
     assertDataFrameEqual(alone, together)
     assert alone.count() == 8
 
 
-def test_the_digest_changes_with_the_partitions_rows_only(spark):
-    logs = _coordinators()
-    before = _digests(spark, logs)
-    assert before == _digests(spark, logs)  # the same rows, the same digest
-    logs[1].txn_state("a7", EMPTY, 107, 1)  # an appended record
-    after = _digests(spark, logs)
-    assert after[3] == before[3]
-    assert after[7] != before[7] and after[7][0] == before[7][0] + 1
+def test_the_digest_changes_with_the_partitions_files_broker_and_cleaner_offset():
+    def group(partition: int, *names: str) -> FileGroup:
+        paths = tuple(f"/wh/transaction_log/cluster_id=c/topic=__transaction_state/{name}" for name in names)
+        return FileGroup("__transaction_state", partition, paths, 100, 1)
 
-    changed = _coordinators()
-    changed[1].transaction_log_rows[2]["transaction_timeout_ms"] = 1  # one column of one record
-    assert _digests(spark, changed)[7] != before[7]
-
-
-def test_the_digest_changes_with_the_replicas_cleaner_offset(spark):
-    logs = _coordinators()
-    cleaner = spark.createDataFrame(
-        [(CLEANER_OFFSET, "__transaction_state", 3, 2, None, "cleaner-offset-checkpoint", 0, "")], CHECKPOINTS
-    )
-    before, cleaned = _digests(spark, logs), _digests(spark, logs, cleaner)
-    assert cleaned[3] != before[3]
-    assert cleaned[7] == before[7]
+    replicas = {("c", "__transaction_state", 3): (1, None), ("c", "__transaction_state", 7): (1, None)}
+    before = sources([group(3, "a.parquet"), group(7, "b.parquet")], replicas)
+    assert set(before) == {KEY_3, KEY_7}
+    assert sources([group(7, "b.parquet"), group(3, "a.parquet")], dict(reversed(replicas.items()))) == before
+    grown = sources([group(3, "a.parquet"), group(7, "b.parquet", "b2.parquet")], replicas)  # a new segment's file
+    assert grown[KEY_3] == before[KEY_3] and grown[KEY_7] != before[KEY_7]
+    for replica in ((2, None), (1, 40)):  # another broker audited; the cleaner went on
+        changed = sources([group(3, "a.parquet"), group(7, "b.parquet")], {**replicas, KEY_7_TUPLE: replica})
+        assert changed[KEY_3] == before[KEY_3] and changed[KEY_7] != before[KEY_7]
+    unaudited = sources([group(3, "a.parquet"), group(9, "c.parquet")], replicas)
+    assert set(unaudited) == {KEY_3}
 
 
 def test_a_coordinator_local_frame_checks_the_derived_partitions_and_keeps_the_others_findings(spark, tmp_path):
@@ -80,7 +68,7 @@ def test_a_coordinator_local_frame_checks_the_derived_partitions_and_keeps_the_o
         log.txn_state(f"c{log.partition}", EMPTY, 300 + log.partition, 0, key_version=1)
     batches = spark.createDataFrame([row for log in logs for row in log.rows], BATCHES)
     log_rows = spark.createDataFrame([row for log in logs for row in log.transaction_log_rows], TRANSACTION_LOG)
-    records_of(audited_rows(log_rows, batches, None)).write.parquet(str(tmp_path / "records"))
+    audited_records(log_rows, batches, None).write.parquet(str(tmp_path / "records"))
     inputs = AuditInputs(*[None] * 11, coordinator_records=spark.read.parquet(str(tmp_path / "records")))
     ctx = AuditContext(AuditSettings())
     frame = "transaction_log.records"

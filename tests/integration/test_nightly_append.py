@@ -37,7 +37,7 @@ INGEST_TABLES = (
     "partition_metadata",
 )
 REPLAY_LINE = re.compile(r"(?P<whole>\d+) partition\(s\) replayed whole, (?P<went_on>\d+) going on from the kept")
-COORDINATOR_LINE = re.compile(r"coordinator records: (?P<kept>\d+) partition\(s\) taken from the kept replay")
+COORDINATOR_LINE = re.compile(r"coordinator findings: (?P<kept>\d+) partition\(s\) taken from the kept replay")
 SEGMENTS_LINE = re.compile(r"segments: (?P<new>\d+) new, .* (?P<skipped>\d+) skipped, (?P<removed>\d+) removed")
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+from reference_coordinator import reference_records
 
 from pipeline.audit.engine.run import run_audit
+from pipeline.audit.replay.coordinator_records import audited_records, audited_rows
 from pipeline.audit.replay.plan import prepare_batches
-from pipeline.audit.state.coordinator import audited_records
 from pipeline.config import load_settings
 from pipeline.sources.dumplog.parser import parse_dump
 from pipeline.sources.partition_files.reader import read_partition_files
@@ -162,8 +164,11 @@ def test_printed_coordinator_histories_follow_the_state_machine(dump_audit, dump
     findings, _ = dump_audit
     assert [(f.topic, f.rule_code, f.message) for f in findings if f.rule_code.startswith("TSL")] == []
     batches, transaction_log = dump_tables
-    checked = audited_records(transaction_log, prepare_batches(batches, _audit_settings()), None)
+    audited = prepare_batches(batches, _audit_settings())
+    checked = audited_records(transaction_log, audited, None)
     assert checked.where(F.col("is_uncleaned")).count() == 25  # 4 + 4 + 5 + 5 + 7 records, none left out
+    # made one partition at a time, they are the window definitions' (tests/integration/test_coordinator_records.py)
+    assertDataFrameEqual(checked, reference_records(audited_rows(transaction_log, audited, None)))
 
 
 def test_fence_abort_in_dump_is_recognised(dump_audit):

@@ -74,12 +74,17 @@ class Scratch:
         self._files[name] = list(paths)
         return self.read(name)
 
-    def materialise_all(self, builders: Mapping[str, Callable[[], DataFrame | None]]) -> dict[str, DataFrame | None]:
-        """Build and materialise independent tables side by side; a builder returning None writes nothing."""
+    def materialise_all(
+        self, builders: Mapping[str, Callable[[], DataFrame | ArrowPass | None]]
+    ) -> dict[str, DataFrame | None]:
+        """Build and materialise independent tables side by side; a builder returning None writes nothing, one
+        returning an Arrow pass has its tasks write the table (`materialise_pass`)."""
 
-        def build_and_write(name: str, build: Callable[[], DataFrame | None]) -> DataFrame | None:
-            df = build()
-            return None if df is None else self.materialise(df, name)
+        def build_and_write(name: str, build: Callable[[], DataFrame | ArrowPass | None]) -> DataFrame | None:
+            made = build()
+            if made is None:
+                return None
+            return self.materialise_pass(made, name) if isinstance(made, ArrowPass) else self.materialise(made, name)
 
         return side_by_side({name: partial(build_and_write, name, build) for name, build in builders.items()})
 

@@ -162,6 +162,7 @@ def run_audit(
     empty_tables: frozenset[str] = frozenset(),
     batch_files: Sequence[FileGroup] | None = None,
     keeping: Keeping | None = None,
+    log_files: Sequence[FileGroup] | None = None,
     **side_tables: DataFrame | None,
 ) -> AuditResult:
     """Audit `batches`, writing intermediate state under `scratch`.
@@ -172,7 +173,8 @@ def run_audit(
     against the replay. `empty_tables` names those of them the caller knows hold no rows (from the Delta log),
     whose frames need no plan. `batch_files` are the files holding `batches` by partition, when known
     (pipeline.tables.files_per_partition): the replay's tasks then read them instead of Spark exchanging the rows,
-    and with `keeping` keep the replay in the warehouse and go on from the one an earlier run kept.
+    and with `keeping` keep the replay in the warehouse and go on from the one an earlier run kept; `log_files` are
+    those of `transaction_log`, whose partitions' records the coordinator pass's tasks then read themselves.
     """
     unknown = set(side_tables) - set(SIDE_TABLES)
     if unknown:
@@ -180,7 +182,7 @@ def run_audit(
     ctx = AuditContext(settings, reference_time_ms)
     batches = _in_known_cluster(batches)
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
-    inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables, keeping)
+    inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables, keeping, log_files)
     one_copy_each = batch_files is not None and all(group.copies == 1 for group in batch_files)
     findings = once_per_producer(
         evaluate_frames(

@@ -73,6 +73,8 @@ class KeptReplay:
     coordinator_versions: str | None = None
     row_findings: dict[str, str] = field(default_factory=dict)  # per row- or coordinator-local frame: its findings
     tables: dict[str, str] = field(default_factory=dict)  # per table made from the replay: its folder (kept_tables)
+    # per `__transaction_state` partition: what its coordinator records were made from (kept_coordinator)
+    coordinator_sources: dict[str, str] = field(default_factory=dict)
 
 
 def partition_key(topic: str, partition: int) -> str:
@@ -156,6 +158,7 @@ def _moved(kept: KeptReplay, move) -> KeptReplay:
         coordinator_versions=None if kept.coordinator_versions is None else move(kept.coordinator_versions),
         row_findings={name: move(path) for name, path in kept.row_findings.items()},
         tables={name: move(path) for name, path in kept.tables.items()},
+        coordinator_sources=kept.coordinator_sources,
     )
 
 
@@ -209,7 +212,7 @@ _UNCHANGED = "cluster_id string, topic string, partition int"
 
 @dataclass(frozen=True)
 class CoordinatorOutcome:
-    """The `__transaction_state` partitions whose records were taken over from the kept replay `earlier`."""
+    """The `__transaction_state` partitions whose findings are taken over from the kept replay `earlier`."""
 
     unchanged: list[tuple[str, str, int]]
     earlier: KeptReplay

@@ -62,13 +62,15 @@ def build_state(
     batch_files: Sequence[FileGroup] | None = None,
     empty_tables: frozenset[str] = frozenset(),
     keeping: Keeping | None = None,
+    log_files: Sequence[FileGroup] | None = None,
 ) -> AuditInputs:
     """Materialise the state in dependency order, independent tables side by side.
 
     `side` holds the side tables (absent ones None). `batch_files`, the files of `batches` by partition, with
     `keeping`, where the run keeps its replay, lets the replay's tasks read them themselves and go on from the
-    replay an earlier run kept (pipeline.audit.replay.files) instead of exchanging the rows. State that only the
-    frames of a side table read is not built when `empty_tables` names it.
+    replay an earlier run kept (pipeline.audit.replay.files) instead of exchanging the rows; `log_files`, those of
+    `transaction_log`, let the coordinator records' tasks read theirs. State that only the frames of a side table read
+    is not built when `empty_tables` names it.
     """
     settings = ctx.settings
     checkpoints = side.get("checkpoints")
@@ -96,7 +98,7 @@ def build_state(
             "coordinator_records": lambda: (
                 None
                 if transaction_log is None
-                else coordinator_records(transaction_log, audited, checkpoints, scratch, keeping)
+                else coordinator_records(transaction_log, audited, checkpoints, scratch, keeping, log_files)
             ),
         }
     )

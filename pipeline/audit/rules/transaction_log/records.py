@@ -173,16 +173,12 @@ def _state_in(column: Column, states) -> Column:
 
 @frame("transaction_log.records", coordinator_local=True)
 def COORDINATOR_RECORDS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
-    """Every audited `__transaction_state` record (`audited_records`), located at its offset.
+    """Every audited `__transaction_state` record (pipeline.audit.replay.coordinator_records), located at its offset.
 
-    `is_first_of_batch`: the record has the lowest offset of its batch; `previous_timeout_ms` (from
-    `audited_records`): the timeout of the id's record before it in the partition, cleaned or not.
+    `is_first_of_batch`: the record has the lowest offset of its batch; `previous_timeout_ms`: the timeout of the
+    id's record before it in the partition, cleaned or not.
     """
-    records = inputs.coordinator_records
-    if records is None:
-        return None
-    in_batch = Window.partitionBy(*TP, "broker_id", "source_file", "batch_base_offset").orderBy("record_offset")
-    return records.withColumn("is_first_of_batch", F.row_number().over(in_batch) == 1)
+    return inputs.coordinator_records
 
 
 # Conditions on one row of COORDINATOR_RECORDS.
