@@ -244,10 +244,7 @@ def _records_of_files(
     for batch in ids:
         for task in batch.column(0).to_pylist():
             for group in tasks[task]:
-                by_cluster: dict[str, list[str]] = {}
-                for path in group.paths:
-                    by_cluster.setdefault(cluster_of(path), []).append(path)
-                for cluster, paths in sorted(by_cluster.items()):
+                for cluster, paths in sorted(_by_cluster(group.paths).items()):
                     replica = replicas.get((cluster, group.topic, group.partition))
                     if replica is not None:
                         rows = _read_rows(paths, cluster, group.topic, *replica)
@@ -286,13 +283,18 @@ def sources(files: Sequence[FileGroup], replicas: dict[tuple[str, str, int], tup
     and that replica's cleaner offset. Two runs with the same digest derive the same records."""
     digests = {}
     for group in files:
-        by_cluster: dict[str, list[str]] = {}
-        for path in group.paths:
-            by_cluster.setdefault(cluster_of(path), []).append(path.rpartition("/")[2])
-        for cluster, names in by_cluster.items():
+        for cluster, paths in _by_cluster(group.paths).items():
             replica = replicas.get((cluster, group.topic, group.partition))
             if replica is not None:
-                made_from = json.dumps([sorted(names), *replica])
+                made_from = json.dumps([sorted(path.rpartition("/")[2] for path in paths), *replica])
                 key = json.dumps([cluster, group.topic, group.partition])
                 digests[key] = hashlib.sha256(made_from.encode()).hexdigest()
     return digests
+
+
+def _by_cluster(paths: Sequence[str]) -> dict[str, list[str]]:
+    """A partition's files by the cluster whose rows they hold: each cluster's copy is a partition of its own."""
+    by_cluster: dict[str, list[str]] = {}
+    for path in paths:
+        by_cluster.setdefault(cluster_of(path), []).append(path)
+    return by_cluster
