@@ -108,7 +108,7 @@ def build_global_transactions(
     records: DataFrame, markers: DataFrame, partitions: DataFrame, open_transactions: DataFrame
 ) -> DataFrame:
     """`global_transactions` rows (without the run id) from the audited coordinator records, the markers of the
-    audited replicas, their partitions, a row each, and their open transactions (`transaction_log.audited_records`,
+    audited replicas, their partitions, a row each, and their open transactions (`coordinator_records.audited_records`,
     `transactions.markers_of`, `partitions`, `open_transactions`).
 
     The cleaner of a compacted partition removes a marker once the transaction's data is gone

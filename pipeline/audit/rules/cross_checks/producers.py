@@ -3,8 +3,8 @@
 The data rules are here (XTX-004, -005, -009, -011); markers against decisions are in
 pipeline.audit.rules.cross_checks.markers, epoch chains in pipeline.audit.rules.cross_checks.epochs. Partitions are
 matched by name: a `__transaction_state` record lists `topic-partition`, which must be a (topic, partition) of the
-audited batches of the same cluster. The coordinator records come from `transaction_log.audited_records`, the markers
-and transactions from the replay.
+audited batches of the same cluster. The coordinator records come from pipeline.audit.replay.coordinator_records,
+the markers and transactions from the replay.
 
 Only part of a cluster's `__transaction_state` partitions may be in the input, so a producer id that no record
 mentions (as producer id, previous or next producer id) is left alone: its coordinator history is not here.

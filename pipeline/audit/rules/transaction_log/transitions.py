@@ -2,8 +2,9 @@
 as the coordinator's state machine allows its states (§5.2), producer ids and epochs (§5.3), partitions, timeouts
 and expiry to follow each other.
 
-The records are those of `transaction_log.audited_records`; only the uncleaned ones are paired, since compaction
-removes intermediate states and two records that survived it need not be neighbours in the coordinator's history.
+The records are those of pipeline.audit.replay.coordinator_records; only the uncleaned ones are paired, since
+compaction removes intermediate states and two records that survived it need not be neighbours in the coordinator's
+history.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ EARLY_EXPIRY = rule(
 @frame("transaction_log.transitions", coordinator_local=True)
 def COORDINATOR_TRANSITIONS(inputs: AuditInputs, ctx: AuditContext) -> DataFrame | None:  # noqa: N802
     """Each uncleaned record of an id with the previous uncleaned record of the same id (`prev`), if there is one."""
-    # `prev` comes with the records: records_of (pipeline.audit.state.coordinator) takes it in its one sort by id.
+    # `prev` comes with the records (pipeline.audit.replay.coordinator_records: each partition's in its task).
     records = inputs.coordinator_records
     if records is None:
         return None
