@@ -3,9 +3,10 @@
 `replay` (every entry with file-order and producer state, pipeline.audit.replay.plan) is computed with one exchange
 of the batches; `transactions`, `producer_state` and `epoch_starts` (aggregated from parts the replay's tasks
 take, merged with those a run keeps beside a kept replay: pipeline.audit.state.kept_parts), `replicas`,
-`open_transactions`, `partitions`, `transaction_causes` and `coordinator_records` are aggregates and joins of it,
-each a small plan over scans (`epoch_starts` a join built into the plans that read it); `snapshot_states` is read
-from the replay's files by a pass of its own (pipeline.audit.replay.snapshot_states).
+`open_transactions`, `partitions` and `transaction_causes` are aggregates and joins of it, each a small plan over
+scans (`epoch_starts` a join built into the plans that read it); `snapshot_states` is read from the replay's files by
+a pass of its own (pipeline.audit.replay.snapshot_states), and `coordinator_records` from the `transaction_log` files
+by another (pipeline.audit.replay.coordinator_records).
 """
 
 from __future__ import annotations
