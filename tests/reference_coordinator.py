@@ -3,12 +3,25 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from pipeline.audit.replay.coordinator_records import PREVIOUS_FIELDS, RECORDS
-from pipeline.audit.state.partition_sets import partition_set
 from schemas.keys import TP
+
+
+def spark_partition_set(partitions: Column) -> Column:
+    """The sorted distinct `topic-partition` names of a record, as Spark's interpreted higher-order functions make them
+    (the reference of pipeline.audit.replay.partition_sets)."""
+    names = F.flatten(
+        F.transform(
+            partitions,
+            lambda entry: F.transform(
+                entry["partitions"], lambda p: F.concat_ws("-", entry["topic"], p.cast("string"))
+            ),
+        )
+    )
+    return F.array_sort(F.array_distinct(names))
 
 
 def reference_records(rows: DataFrame) -> DataFrame:
@@ -25,7 +38,7 @@ def reference_records(rows: DataFrame) -> DataFrame:
         (F.col("record_offset") >= F.coalesce("uncleaned_from", F.lit(0))).alias("is_uncleaned"),
         F.col("record_offset").alias("base_offset"),
         F.col("record_offset").alias("last_offset"),
-        partition_set(F.col("partitions")).alias("partition_set"),
+        spark_partition_set(F.col("partitions")).alias("partition_set"),
         (F.coalesce("client_transaction_version", F.lit(0)) == 2).alias("is_tv2"),
     )
     of_id = Window.partitionBy(*TP, "transactional_id").orderBy("record_offset")

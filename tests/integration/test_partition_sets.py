@@ -1,4 +1,5 @@
-"""The Arrow-built partition sets of coordinator records against Spark's own expression for them."""
+"""The Arrow-built partition sets of coordinator records against Spark's own expression for them
+(tests/reference_coordinator.py)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,14 @@ import random
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from reference_coordinator import spark_partition_set
 
-from pipeline.audit.state.partition_sets import partition_names, partition_set
+from pipeline.audit.replay.partition_sets import partition_names
 from schemas.transaction_log import TRANSACTION_PARTITIONS
 
 SCHEMA = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("partitions", TRANSACTION_PARTITIONS)])
-
-
-def spark_partition_set(partitions: Column) -> Column:
-    """The reference: Spark's interpreted higher-order functions over the entries."""
-    names = F.flatten(
-        F.transform(
-            partitions,
-            lambda entry: F.transform(
-                entry["partitions"], lambda p: F.concat_ws("-", entry["topic"], p.cast("string"))
-            ),
-        )
-    )
-    return F.array_sort(F.array_distinct(names))
 
 
 EDGE_CASES = [
@@ -61,10 +49,10 @@ def _random_rows(count: int, seed: int) -> list:
 
 @pytest.mark.parametrize("rows", [EDGE_CASES, _random_rows(3000, 7)], ids=["edge cases", "random"])
 def test_same_sets_as_spark(spark, rows):
-    df = spark.createDataFrame(list(enumerate(rows)), SCHEMA)
-    got = df.select("id", partition_set(F.col("partitions")).alias("names")).orderBy("id").collect()
-    want = df.select("id", spark_partition_set(F.col("partitions")).alias("names")).orderBy("id").collect()
-    assert [row.names for row in got] == [row.names for row in want]
+    df = spark.createDataFrame(list(enumerate(rows)), SCHEMA).orderBy("id")
+    got = partition_names(df.toArrow()["partitions"]).to_pylist()
+    want = df.select("id", spark_partition_set(F.col("partitions")).alias("names")).collect()
+    assert got == [row.names for row in want]
     assert any(row.names is None for row in want) and any(row.names == [] for row in want)
 
 

@@ -26,7 +26,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from pipeline.arrow_pass import ArrowPass
 from pipeline.audit.replay.files import task_files
-from pipeline.audit.state.partition_sets import partition_names
+from pipeline.audit.replay.partition_sets import partition_names
 from pipeline.sources.filesystems import resolve, shipped
 from pipeline.tables.files_per_partition import FileGroup, cluster_of
 from schemas.checkpoints import CLEANER_OFFSET

@@ -2,9 +2,9 @@
 join on.
 
 Spark has no vectorised form of this: nested `transform` lambdas over the (topic, partitions) entries are
-interpreted row by row, which took about half of `coordinator_records` at 10 M batches (a million records). Here
-the names are built with Arrow's compute functions on whole columns, in an Arrow UDF: Spark sends the `partitions`
-column alone to Python and back.
+interpreted row by row, which took about half of the coordinator records' plan at 10 M batches (a million records).
+Here the names are built with Arrow's compute functions on whole columns, in the tasks that make the coordinator
+records (pipeline.audit.replay.coordinator_records).
 
 The result is what Spark's `array_sort(array_distinct(flatten(transform(...concat_ws('-', topic, p)...))))` gives
 (tests/integration/test_partition_sets.py holds that expression as the reference): null when the array, an entry,
@@ -17,12 +17,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column
-from pyspark.sql import types as T
-from pyspark.sql.functions import arrow_udf
-
-# A DataType, not DDL text: parsing that needs a running session, and rule modules are imported before one starts.
-PARTITION_SET_TYPE = T.ArrayType(T.StringType())
 
 
 def partition_names(partitions: pa.Array) -> pa.Array:
@@ -58,13 +52,3 @@ def partition_names(partitions: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(
         pa.array(offsets), name.filter(pa.array(first)), type=pa.list_(pa.string()), mask=pa.array(null_rows)
     )
-
-
-@arrow_udf(PARTITION_SET_TYPE)
-def _partition_set_udf(partitions: pa.Array) -> pa.Array:
-    return partition_names(partitions)
-
-
-def partition_set(partitions: Column) -> Column:
-    """The record's partitions as a sorted array of distinct `topic-partition` names (null stays null)."""
-    return _partition_set_udf(partitions)
