@@ -24,6 +24,7 @@ from typing import Any
 from pipeline.arguments import build_parser, require_inputs
 from pipeline.config import ConfigError, Settings, load_settings
 from pipeline.errors import InputError
+from pipeline.sources.kafka_wire.address import is_kafka_uri, parse_bootstrap
 from pipeline.termination import Terminated, terminated_as_error
 from schemas.findings import severity_at_least
 
@@ -81,6 +82,9 @@ def settings_for(args: argparse.Namespace) -> Settings:
 def _check_local_paths(args: argparse.Namespace, settings: Settings) -> None:
     """Fail on missing local paths before paying for a Spark start-up; URIs are checked by the readers."""
     for root in getattr(args, "inputs", None) or []:
+        if is_kafka_uri(root):
+            parse_bootstrap(root)  # a malformed URI fails here; the brokers are asked when the inputs are planned
+            continue
         if _URI.match(root):
             continue
         if not Path(root).exists():

@@ -78,6 +78,36 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
 
 
+class KafkaSettings(_Strict):
+    """How `kafka://` inputs are read over the Kafka protocol (pipeline/sources/kafka_wire). Secrets are never
+    settings: a password is named by the environment variable or file that holds it, read where it is used (the
+    driver and each executor), so the `runs` table, which records the settings, never holds one."""
+
+    topics: list[str] = Field(default_factory=lambda: ["*"])  # globs; internal topics only when a glob names them
+    # Where each partition's read starts and ends: the log start and the high watermark by default, or the first
+    # offset at or after an ISO-8601 time ("2026-12-01T00:00:00Z") or epoch milliseconds.
+    start: str | None = None
+    end: str | None = None
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password_env: str | None = None  # the environment variable holding the password
+    sasl_password_file: str | None = None  # or a file holding it (its first line)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+    # One Fetch asks the leader for at most this many bytes; a larger batch still comes whole (KIP-74).
+    max_fetch_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    # Each task reads at most this many bytes a second (0: no cap), so an audit never crowds out the consumers.
+    max_fetch_bytes_per_second: int = Field(0, ge=0)
+    # A task reads a byte range of about this size (the partition's size from DescribeLogDirs, where allowed).
+    range_bytes: int = Field(128 * 1024 * 1024, ge=1024)
+    request_timeout_ms: int = Field(30_000, ge=1000)
+    connect_timeout_ms: int = Field(10_000, ge=100)  # a bootstrap that does not answer within it is an input error
+    retries: int = Field(8, ge=0)  # leader changes, NOT_LEADER_OR_FOLLOWER, throttling; backoff doubles from 100 ms
+
+
 class ReportSettings(_Strict):
     top_findings: int = 20
 
@@ -87,6 +117,7 @@ class Settings(_Strict):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     delta: DeltaSettings = Field(default_factory=DeltaSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
     fail_on: Literal["INFO", "WARN", "ERROR", "CRITICAL", "never"] = "ERROR"

@@ -77,7 +77,7 @@ def ingest_inputs(
     Returns the rows written per table and the segments per outcome.
     """
     started = time.perf_counter()
-    plan = plan_inputs(spark, inputs, settings.ingest)
+    plan = plan_inputs(spark, inputs, settings.ingest, settings.kafka)
     with sized_for(spark, plan.most_entries(), settings.spark.small_input_batches) as small:
         counts = _ingest_planned(spark, store, settings, run_id, inputs, plan)
     _log_ingested(counts, len(plan.log_roots.skipped), time.perf_counter() - started)
@@ -109,7 +109,7 @@ def _ingest_planned(
     # the (cluster, topic) pairs of the segments are known from the listing; only dump and columnar inputs are read
     # for theirs. The segments are then decoded once, by the write.
     found = {pair_of(segment) for segment in segments.to_read if segment.size > 0} | segments.kept_pairs
-    found |= segments.moved_pairs
+    found |= segments.moved_pairs | plan.wire_pairs
     if plan.dump_files or plan.columnar_paths:
         others = plan.without_log_dirs()
         found |= set(distinct_pairs(read_inputs(spark, others, settings)))
@@ -177,6 +177,12 @@ def stage_batches(
     if plan.dump_files or plan.columnar_paths:
         not_segments = plan.without_log_dirs()
         others.append(read_inputs(spark, not_segments, settings))
+    for wire in plan.wire:
+        # Imported on use: only `kafka://` inputs need the protocol client.
+        from pipeline.sources.kafka_wire.fetch import fetch_pass
+
+        fetched = fetch_pass(spark, wire.ranges, settings.kafka, settings.ingest.verify_records)
+        stage_pass(fetched, folder, partition_by, file_by="source_file")
     if others:
         stage_pass(ArrowPass.of(reduce(DataFrame.unionByName, others)), folder, partition_by, file_by="source_file")
     return decoded

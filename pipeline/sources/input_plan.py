@@ -18,11 +18,13 @@ import pyarrow as pa
 from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
 
-from pipeline.config import IngestSettings
+from pipeline.config import IngestSettings, KafkaSettings
 from pipeline.errors import InputError
 from pipeline.progress import timed
 from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, require_spark_filesystem
 from pipeline.sources.filesystems import configure, resolve
+from pipeline.sources.kafka_wire.address import is_kafka_uri, parse_bootstrap
+from pipeline.sources.kafka_wire.fetch_plan import WirePlan, plan_fetches
 from pipeline.sources.log_dir_names import PARTITION_DIR, SEGMENT_FILE
 from pipeline.sources.log_roots import Discovery, RootListing, SkippedDir, listing_of, segments_of
 
@@ -31,7 +33,8 @@ ACCEPTED = (
     "accepted inputs: a Kafka log directory (a `<topic>-<partition>` directory of `<20 digits>.log` segments, "
     "a log.dirs directory of them, or a directory of broker directories), kafka-dump-log text files "
     f"({', '.join('*' + suffix for suffix in DUMP_SUFFIXES)}), columnar `batches` exports "
-    f"({', '.join('*' + suffix for suffix in FORMATS_BY_SUFFIX)}), or directories of such files"
+    f"({', '.join('*' + suffix for suffix in FORMATS_BY_SUFFIX)}), directories of such files, or a cluster read "
+    "over the Kafka protocol (kafka://HOST:PORT[,HOST:PORT...])"
 )
 
 log = logging.getLogger(__name__)
@@ -52,10 +55,16 @@ class InputPlan:
     dump_bytes: int = 0
     # The cluster of each dump file and columnar path: its input's (`IngestSettings.cluster_of`).
     clusters: dict[str, str] = field(default_factory=dict)
+    wire: list[WirePlan] = field(default_factory=list)  # the `kafka://` inputs: partitions and offset ranges
 
     def without_log_dirs(self) -> InputPlan:
         """The dump and columnar inputs only."""
-        return replace(self, log_roots=Discovery([], [], []))
+        return replace(self, log_roots=Discovery([], [], []), wire=[])
+
+    @property
+    def wire_pairs(self) -> set[tuple[str, str]]:
+        """The (cluster, topic) pairs the `kafka://` inputs read, known from their plans."""
+        return {(wire.cluster_id, fetch.topic) for wire in self.wire for fetch in wire.ranges}
 
     @property
     def segment_roots(self) -> list[str]:
@@ -65,10 +74,13 @@ class InputPlan:
         """At most this many `batches` rows come of the inputs, known from the listing alone: no entry is smaller
         than `SMALLEST_ENTRY_BYTES` and a segment adds at most one row saying why it ends early. None with
         columnar inputs, whose rows the listing does not give."""
-        if self.columnar_paths:
+        if self.columnar_paths or any(wire.bytes is None for wire in self.wire):
             return None
         segments = self.log_roots.segments
-        return (sum(segment.size for segment in segments) + self.dump_bytes) // SMALLEST_ENTRY_BYTES + len(segments)
+        fetched = sum(wire.bytes or 0 for wire in self.wire)
+        return (sum(segment.size for segment in segments) + self.dump_bytes + fetched) // SMALLEST_ENTRY_BYTES + len(
+            segments
+        )
 
 
 @dataclass
@@ -80,15 +92,24 @@ class _Sorted:
     dump_files: dict[str, int] = field(default_factory=dict)  # path: bytes
     columnar_paths: list[str] = field(default_factory=list)
     clusters: dict[str, str] = field(default_factory=dict)  # dump file or columnar path: its input's cluster
+    wire: list[WirePlan] = field(default_factory=list)
 
 
-def plan_inputs(spark: SparkSession, inputs: list[str], ingest: IngestSettings) -> InputPlan:
+def plan_inputs(
+    spark: SparkSession, inputs: list[str], ingest: IngestSettings, kafka: KafkaSettings | None = None
+) -> InputPlan:
     """Sort the inputs by reader from one listing each; raises InputError for a missing or unrecognised input,
-    or for a log-dir input without segments once `ingest.skip_dir_suffixes` are left out."""
+    for a log-dir input without segments once `ingest.skip_dir_suffixes` are left out, or for a `kafka://` input
+    whose brokers do not answer or refuse the client."""
     configure(spark)
     found = _Sorted()
     with timed(log, f"listing {len(inputs)} input(s)") as step:
         for path in dict.fromkeys(inputs):  # an input named twice is listed and read once
+            if is_kafka_uri(path):
+                found.wire.append(
+                    plan_fetches(parse_bootstrap(path), kafka or KafkaSettings(), ingest.input_clusters.get(path, ""))
+                )
+                continue
             _classify(path, ingest, found)
         for path in found.columnar_paths:
             require_spark_filesystem(spark, path)
@@ -98,6 +119,7 @@ def plan_inputs(spark: SparkSession, inputs: list[str], ingest: IngestSettings) 
             columnar_paths=list(dict.fromkeys(found.columnar_paths)),
             dump_bytes=sum(found.dump_files.values()),
             clusters=found.clusters,
+            wire=found.wire,
         )
         segments = plan.log_roots.segments
         step.count, step.unit = len(segments), "segments"
@@ -105,6 +127,11 @@ def plan_inputs(spark: SparkSession, inputs: list[str], ingest: IngestSettings) 
             f"{sum(segment.size for segment in segments) / 2**20:,.1f} MiB, {len(plan.dump_files)} dump file(s), "
             f"{len(plan.columnar_paths)} columnar export(s)"
         )
+        if plan.wire:
+            step.detail += ", " + ", ".join(
+                f"{wire.uri}: {len(wire.ranges)} offset range(s) of {wire.partitions} partition(s)"
+                for wire in plan.wire
+            )
     return plan
 
 

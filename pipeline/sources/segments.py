@@ -154,17 +154,28 @@ def decode_file(segment: SegmentFile, verify_records: bool = True) -> Iterator[p
 
 
 def _with_provenance(table: pa.Table, segment: SegmentFile) -> pa.Table:
+    return with_provenance(
+        table,
+        topic=segment.topic,
+        partition=segment.partition,
+        segment_base_offset=segment.segment_base_offset,
+        source_file=segment.location,
+        source_format=SOURCE_FORMAT,
+        broker_id=segment.broker_id,
+        cluster_id=segment.cluster_id,
+    )
+
+
+def with_provenance(table: pa.Table, **provenance: object) -> pa.Table:
+    """Decoded entries (`DECODED_SCHEMA`) as `BATCHES` rows, each with the same `provenance` columns: topic,
+    partition, segment_base_offset, source_file, source_format, broker_id, cluster_id."""
     rows = table.num_rows
-    provenance = {
-        "topic": pa.repeat(pa.scalar(segment.topic, pa.string()), rows),
-        "partition": pa.repeat(pa.scalar(segment.partition, pa.int32()), rows),
-        "segment_base_offset": pa.repeat(pa.scalar(segment.segment_base_offset, pa.int64()), rows),
-        "source_file": pa.repeat(pa.scalar(segment.location, pa.string()), rows),
-        "source_format": pa.repeat(pa.scalar(SOURCE_FORMAT, pa.string()), rows),
-        "broker_id": pa.repeat(pa.scalar(segment.broker_id, pa.int32()), rows),
-        "cluster_id": pa.repeat(pa.scalar(segment.cluster_id, pa.string()), rows),
-    }
-    arrays = [provenance[name] if name in provenance else table[name] for name in _ARROW_BATCHES.names]
+    arrays = [
+        pa.repeat(pa.scalar(provenance[field.name], field.type), rows)
+        if field.name in provenance
+        else table[field.name]
+        for field in _ARROW_BATCHES
+    ]
     return pa.Table.from_arrays(arrays, schema=_ARROW_BATCHES)
 
 

@@ -11,12 +11,19 @@ import pandas as pd
 import pytest
 
 from tests.kafka_broker import corruption, jvm, ledger
-from tests.kafka_broker.audits import NOT_INFO, Audit, audits
+from tests.kafka_broker.audits import NOT_INFO, Audit, audits, read_audit
 
 pytestmark = pytest.mark.broker
 INTERNAL = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
 # Rules that read the files beside the segments (snapshots, indexes, checkpoints): dump text carries none.
 SIDE_FILE_RULES = ("SNP-", "IDX-", "SEG-004", "SEG-005", "SEG-006", "LEP-", "LSO-003")
+# Batch header fields a Fetch response carries as the segment holds them, and where the row was read.
+HEADER_COLUMNS = [
+    "topic", "partition", "base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence",
+    "last_sequence", "is_transactional", "is_control", "control_type", "coordinator_epoch", "record_count",
+    "base_timestamp", "max_timestamp", "partition_leader_epoch", "attributes", "batch_length", "crc", "crc_valid",
+    "entry_status", "size_bytes",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +67,14 @@ def both_runs(broker_run, v1_transactions, tmp_path_factory) -> tuple[Audit, Aud
         ]
     )
     return combined, dumped
+
+
+@pytest.fixture(scope="session")
+def fetched(broker_run) -> Audit:
+    """The tables of `run --input kafka://...` (SASL/SCRAM) while the broker served, after every workload."""
+    audited = broker_run.wire.audited
+    assert audited.exit_code == 0, audited.stderr[-3000:]
+    return read_audit(audited.warehouse)
 
 
 @pytest.fixture(scope="session")
@@ -328,3 +343,43 @@ def test_a_deleted_abort_marker_is_told_by_the_snapshot_after_it(damaged, v1_tra
     transactions = damaged.tables["transactions"]
     merged = transactions[(transactions.topic == "markerless") & (transactions.first_offset == first)]
     assert list(zip(merged.marker_offset, merged.outcome, strict=True)) == [(commit, "COMMITTED")]
+
+
+def _header_rows(batches: pd.DataFrame) -> pd.DataFrame:
+    return batches[HEADER_COLUMNS].sort_values(HEADER_COLUMNS[:3]).reset_index(drop=True)
+
+
+def test_every_fetched_batch_equals_the_log_dirs_byte_for_byte(binary, fetched, broker_run):
+    """Every batch of every client topic, header fields and CRC, from the log start on: Fetch hands out the bytes the
+    leader stores. Rows carry the leader's id and where they came from."""
+    wire = fetched.tables["batches"]
+    stored = _client_topics(binary.tables["batches"])
+    first = wire.groupby(["topic", "partition"]).base_offset.min().rename("first").reset_index()
+    stored = stored.merge(first, on=["topic", "partition"])
+    retained = stored[stored.last_offset >= stored["first"]]
+    assert set(wire.topic) == set(stored.topic) == {"idempotent", "v1", "v2", "restart", "retention"}
+    pd.testing.assert_frame_equal(_header_rows(wire), _header_rows(retained))
+    assert set(wire.broker_id) == {1} and set(wire.source_format) == {"fetch"}
+    assert wire.source_file.str.startswith(f"{broker_run.wire.uri}/").all()
+    # DeleteRecords moved retention-0's log start into its segment: the log dir still holds the batches below it
+    assert len(stored) > len(retained) == len(wire)
+
+
+def test_the_protocol_gives_the_log_dirs_transactions_and_verdicts(binary, fetched):
+    """The same transactions, and every finding of the segments but those of rules that read files beside them or
+    the coordinator's records, which a Fetch of the client topics does not carry."""
+    assert _rows(fetched.tables["transactions"], TRANSACTION_COLUMNS) == _rows(
+        _client_topics(binary.tables["transactions"]), TRANSACTION_COLUMNS
+    )
+    findings = _client_topics(binary.findings())
+    from_segments = findings[~findings.rule_code.str.startswith(SIDE_FILE_RULES)]
+    assert _keys(fetched.findings()) == _keys(from_segments)
+
+
+def test_a_wrong_password_ends_the_run_with_one_line_naming_the_cluster(broker_run):
+    refused = broker_run.wire.refused
+    errors = [line for line in refused.stderr.splitlines() if "error" in line.lower()]
+    assert refused.exit_code == 2, refused.stderr[-3000:]
+    assert errors == [errors[0]] and broker_run.wire.uri in errors[0] and "Authentication" in errors[0], errors
+    assert "not-the-password" not in refused.stderr
+    assert not (refused.warehouse / "batches").exists()

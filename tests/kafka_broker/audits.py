@@ -47,9 +47,13 @@ def audits(runs: list[tuple[list[Path | tuple[str, Path]], Path]], conf: Path | 
     try:
         for process, log, warehouse in started:
             assert process.wait(timeout=1800) == 0, log.read_text(errors="replace")[-3000:]
-            done.append(Audit({name: DeltaTable(str(warehouse / name)).to_pandas() for name in TABLES}))
+            done.append(read_audit(warehouse))
     finally:
         for process, _, _ in started:  # the others' when one failed
             if process.poll() is None:
                 process.kill()
     return done
+
+
+def read_audit(warehouse: Path) -> Audit:
+    return Audit({name: DeltaTable(str(warehouse / name)).to_pandas() for name in TABLES})

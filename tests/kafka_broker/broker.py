@@ -78,6 +78,9 @@ class Broker:
     voters: str | None = None  # controller.quorum.voters of a cluster of several nodes; None: this node alone
     cluster_id: str = field(default_factory=lambda: _base64_uuid())
     settings: dict[str, str] = field(default_factory=dict)  # over BASE_PROPERTIES
+    # SCRAM-SHA-256 users (name: password) of a second, SASL_PLAINTEXT listener; none: no such listener
+    scram_users: dict[str, str] = field(default_factory=dict)
+    sasl_port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
     starts: int = 0
 
@@ -90,16 +93,33 @@ class Broker:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def sasl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
     def server_log(self) -> Path:
         return self.home / "server.log"
 
     def properties(self) -> dict[str, str]:
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+        sasl = {}
+        if self.scram_users:
+            listeners.append(f"SASL_PLAINTEXT://{self.sasl_bootstrap}")
+            sasl = {
+                "listener.security.protocol.map": BASE_PROPERTIES["listener.security.protocol.map"]
+                + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                ),
+            }
         return {
             **BASE_PROPERTIES,
             **self.settings,
+            **sasl,
             "node.id": str(self.node_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{self.controller_port}"]),
+            "advertised.listeners": ",".join(listeners),
             "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.controller_port}",
             "log.dirs": str(self.log_dir),
         }
@@ -115,9 +135,13 @@ class Broker:
         (self.home / "server.properties").write_text("\n".join(lines) + "\n")
         (self.home / "log4j2.properties").write_text(LOG4J2.format(log=self.server_log))
         features = [arg for name, level in self.features.items() for arg in ("--feature", f"{name}={level}")]
+        scram = [
+            arg for name, secret in self.scram_users.items()
+            for arg in ("--add-scram", f"SCRAM-SHA-256=[name={name},password={secret}]")
+        ]  # fmt: skip
         jvm.run(
             "kafka.tools.StorageTool", "format", "--config", str(self.home / "server.properties"),
-            "--cluster-id", self.cluster_id, "--ignore-formatted", *features,
+            "--cluster-id", self.cluster_id, "--ignore-formatted", *features, *scram,
         )  # fmt: skip
 
     def start(self) -> None:

@@ -2,7 +2,8 @@
 
 The broker finalizes transaction.version 2, so the Java client runs Transactions V2 while librdkafka, which
 has no V2, runs V1 against the same broker. The broker is restarted once with a transaction open, a head of a
-partition is deleted with DeleteRecords, and it is stopped cleanly before its log dir is read.
+partition is deleted with DeleteRecords, and it is stopped cleanly before its log dir is read. Before it stops,
+the installed CLI audits it over the Kafka protocol (`wire_audits.py`), as a managed cluster is audited.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tests.kafka_broker import java_clients, librdkafka_clients
 from tests.kafka_broker.broker import Broker
 from tests.kafka_broker.dumps import dump_log_dir
 from tests.kafka_broker.ledger import COMMITTED, Ledger
+from tests.kafka_broker.wire_audits import PASSWORD, USER, WireRuns, wire_runs
 
 KAFKA_VERSION = "4.1.1"
 ROLL = {"segment.ms": "500"}  # a segment rolls on the first append 500 ms after it opened
@@ -38,6 +40,7 @@ class Fixture:
     log_dir: Path  # the broker's log.dirs entry (also its KRaft metadata dir)
     dumps: Path  # kafka-dump-log text of every segment
     ground_truth: Path  # ledger.json
+    wire: WireRuns  # `run --input kafka://...` while the broker served, after every workload
     seconds: float
 
 
@@ -47,7 +50,7 @@ def run_all(home: Path) -> Fixture:
     ledger = Ledger(notes={"kafka_version": KAFKA_VERSION, "hanging_transaction": HANGING})
     with ThreadPoolExecutor(1) as javac:  # the client compiles while the broker starts
         compiled = javac.submit(java_clients.compile_program, home / "classes")
-        broker = Broker(home / "broker", features={"transaction.version": 2})
+        broker = Broker(home / "broker", features={"transaction.version": 2}, scram_users={USER: PASSWORD})
         broker.format()
         broker.start()
     try:
@@ -65,13 +68,14 @@ def run_all(home: Path) -> Fixture:
         retention(bootstrap, ledger)
         partitions = [f"{topic}-{p}" for topic, (count, _) in TOPICS.items() for p in range(count)]
         java_clients.transactions_v2(bootstrap, ledger, classes, "v2", "idempotent", partitions)
+        wire = wire_runs(broker.sasl_bootstrap, home / "wire")
     finally:
         broker.stop()
     ledger.notes["broker_starts"] = broker.starts
     dumps = home / "dumps"
     dump_log_dir(broker.log_dir, dumps)
     ledger.write(home / "ledger.json")
-    return Fixture(broker.log_dir, dumps, home / "ledger.json", time.monotonic() - started)
+    return Fixture(broker.log_dir, dumps, home / "ledger.json", wire, time.monotonic() - started)
 
 
 def restart(broker: Broker, ledger: Ledger) -> None:
