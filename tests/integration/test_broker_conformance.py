@@ -7,13 +7,19 @@ kafka-dump-log text of its segments and damaged copies of one of its partitions 
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
+from pipeline.sources.kafka_wire.connection import CLIENT_ID
 from tests.kafka_broker import corruption, jvm, ledger
 from tests.kafka_broker.audits import NOT_INFO, Audit, audits, read_audit
 
 pytestmark = pytest.mark.broker
+REPO = Path(__file__).resolve().parents[2]
 INTERNAL = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
 # Rules that read the files beside the segments (snapshots, indexes, checkpoints): dump text carries none.
 SIDE_FILE_RULES = ("SNP-", "IDX-", "SEG-004", "SEG-005", "SEG-006", "LEP-", "LSO-003")
@@ -388,3 +394,21 @@ def test_a_wrong_password_ends_the_run_with_one_line_naming_the_cluster(broker_r
     assert errors == [errors[0]] and broker_run.wire.uri in errors[0] and "Authentication" in errors[0], errors
     assert "not-the-password" not in refused.stderr
     assert not (refused.warehouse / "batches").exists()
+
+
+def test_the_protocol_audit_sends_only_the_read_only_requests_its_docs_list(broker_run):
+    """What the broker's request log saw of the audit's client id: Fetch at READ_UNCOMMITTED, and metadata and
+    offsets; never a Produce, a group or a commit, and never a Metadata request that may create a topic. The
+    docs list exactly these API keys (SASL's and ApiVersions are answered before the request log)."""
+    lines = broker_run.requests.read_text().splitlines()
+    requests = [json.loads(line.removeprefix("Completed request:")) for line in lines if f'"{CLIENT_ID}"' in line]
+    keys = {
+        request["requestHeader"]["requestApiKeyName"]: request["requestHeader"]["requestApiKey"] for request in requests
+    }
+    assert keys == {"FETCH": 1, "LIST_OFFSETS": 2, "METADATA": 3, "DESCRIBE_LOG_DIRS": 35, "DESCRIBE_CLUSTER": 60}
+    documented = (REPO / "docs" / "collecting-logs.md").read_text().split("**Read-only by construction.**")[1]
+    assert set(keys.values()) <= {int(key) for key in re.findall(r"\((\d+)\)", documented.split("\n*")[0])}
+    bodies = [(request["requestHeader"]["requestApiKey"], request["request"]) for request in requests]
+    assert all(body["isolationLevel"] == 0 and body["replicaId"] == -1 for key, body in bodies if key == 1)
+    naming_topics = [body for key, body in bodies if key == 3 and body["topics"]]
+    assert naming_topics and not any(body["allowAutoTopicCreation"] for body in naming_topics)

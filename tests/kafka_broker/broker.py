@@ -58,6 +58,18 @@ rootLogger.appenderRef.file.ref = FILE
 logger.raft.name = org.apache.kafka.raft
 logger.raft.level = WARN
 """
+# Every request the broker completes, one line each with its API key and client id, apart from server.log.
+REQUEST_LOG4J2 = """\
+appender.requests.type = File
+appender.requests.name = REQUESTS
+appender.requests.fileName = {log}
+appender.requests.layout.type = PatternLayout
+appender.requests.layout.pattern = %m%n
+logger.requests.name = kafka.request.logger
+logger.requests.level = DEBUG
+logger.requests.additivity = false
+logger.requests.appenderRef.requests.ref = REQUESTS
+"""
 
 
 def free_port() -> int:
@@ -81,6 +93,7 @@ class Broker:
     # SCRAM-SHA-256 users (name: password) of a second, SASL_PLAINTEXT listener; none: no such listener
     scram_users: dict[str, str] = field(default_factory=dict)
     sasl_port: int = field(default_factory=free_port)
+    log_requests: bool = False  # every request completed, into requests.log (`request_log`)
     process: subprocess.Popen | None = None
     starts: int = 0
 
@@ -99,6 +112,10 @@ class Broker:
     @property
     def server_log(self) -> Path:
         return self.home / "server.log"
+
+    @property
+    def request_log(self) -> Path:
+        return self.home / "requests.log"
 
     def properties(self) -> dict[str, str]:
         listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"]
@@ -133,7 +150,8 @@ class Broker:
         self.home.mkdir(parents=True, exist_ok=True)
         lines = [f"{key}={value}" for key, value in self.properties().items()]
         (self.home / "server.properties").write_text("\n".join(lines) + "\n")
-        (self.home / "log4j2.properties").write_text(LOG4J2.format(log=self.server_log))
+        requests = REQUEST_LOG4J2.format(log=self.request_log) if self.log_requests else ""
+        (self.home / "log4j2.properties").write_text(LOG4J2.format(log=self.server_log) + requests)
         features = [arg for name, level in self.features.items() for arg in ("--feature", f"{name}={level}")]
         scram = [
             arg for name, secret in self.scram_users.items()

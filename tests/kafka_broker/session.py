@@ -41,6 +41,7 @@ class Fixture:
     dumps: Path  # kafka-dump-log text of every segment
     ground_truth: Path  # ledger.json
     wire: WireRuns  # `run --input kafka://...` while the broker served, after every workload
+    requests: Path  # every request the broker completed, as its request logger writes them
     seconds: float
 
 
@@ -50,7 +51,9 @@ def run_all(home: Path) -> Fixture:
     ledger = Ledger(notes={"kafka_version": KAFKA_VERSION, "hanging_transaction": HANGING})
     with ThreadPoolExecutor(1) as javac:  # the client compiles while the broker starts
         compiled = javac.submit(java_clients.compile_program, home / "classes")
-        broker = Broker(home / "broker", features={"transaction.version": 2}, scram_users={USER: PASSWORD})
+        broker = Broker(
+            home / "broker", features={"transaction.version": 2}, scram_users={USER: PASSWORD}, log_requests=True
+        )
         broker.format()
         broker.start()
     try:
@@ -75,7 +78,7 @@ def run_all(home: Path) -> Fixture:
     dumps = home / "dumps"
     dump_log_dir(broker.log_dir, dumps)
     ledger.write(home / "ledger.json")
-    return Fixture(broker.log_dir, dumps, home / "ledger.json", wire, time.monotonic() - started)
+    return Fixture(broker.log_dir, dumps, home / "ledger.json", wire, broker.request_log, time.monotonic() - started)
 
 
 def restart(broker: Broker, ledger: Ledger) -> None:

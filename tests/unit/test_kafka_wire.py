@@ -13,7 +13,7 @@ from pipeline.errors import InputError
 from pipeline.sources.kafka_format.encoding import encode_batch
 from pipeline.sources.kafka_wire.address import parse_bootstrap
 from pipeline.sources.kafka_wire.connection import client_config
-from pipeline.sources.kafka_wire.fetch import FetchError, fetch_range
+from pipeline.sources.kafka_wire.fetch import FetchError, fetch_range, seconds_ahead
 from pipeline.sources.kafka_wire.fetch_plan import FetchRange, chosen_topics, plan_fetches, split, timestamp_ms
 
 URI = "kafka://b1:9092,b2:9092"
@@ -156,3 +156,9 @@ def test_a_response_without_a_whole_batch_names_the_partition_and_offset():
     leader.fetch = lambda topic, partition, offset: leader.batches[0][:40]  # type: ignore[method-assign]
     with pytest.raises(FetchError, match=r"kafka://b1:9092,b2:9092: t-0 at offset 0: the first batch came cut short"):
         _fetched(leader, 0, 15, True)
+
+
+def test_a_task_waits_when_it_reads_faster_than_its_byte_rate_cap():
+    assert seconds_ahead(3_000_000, 1_000_000, 1.0) == pytest.approx(2.0)
+    assert seconds_ahead(1_000_000, 1_000_000, 2.5) < 0  # behind the cap: no wait
+    assert seconds_ahead(10**12, 0, 0.1) == 0.0  # no cap

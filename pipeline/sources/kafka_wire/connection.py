@@ -21,6 +21,8 @@ from pipeline.errors import InputError
 from pipeline.sources.kafka_wire.address import Bootstrap
 
 CLIENT_ID = "produce-audit"
+# Above the Fetch size a response may carry one batch larger than it (KIP-74): up to a topic's max.message.bytes.
+LARGEST_BATCH_BYTES = 128 * 1024 * 1024
 AUTHENTICATION_FAILED = "SaslAuthenticationFailedError"
 # `Connection failed: KafkaConnectionError: 111 ECONNREFUSED`, `Abort ([Error 58] SaslAuthenticationFailedError: ...)`
 _REASON = re.compile(r"(?:failed: |lost: |\] )(\w+Error: [^()]*?)\)?(?: \(backoff [^)]*\))?$")
@@ -56,6 +58,7 @@ def client_config(bootstrap: Bootstrap, settings: KafkaSettings) -> dict[str, An
         "bootstrap_timeout_ms": settings.connect_timeout_ms,
         "reconnect_backoff_max_ms": 1000,
         "ssl_check_hostname": settings.ssl_check_hostname,
+        "receive_message_max_bytes": settings.max_fetch_bytes + LARGEST_BATCH_BYTES,
     }
     if settings.security_protocol.startswith("SASL"):
         if not settings.sasl_mechanism or not settings.sasl_username:

@@ -162,6 +162,9 @@ class PartitionReader:
         self.uri = uri
         self.settings = settings
         self.client = KafkaNetClient(**client_config(parse_bootstrap(uri), settings))
+        # Its metadata requests must never create a topic that went away since the plan: a read-only client. The
+        # network client does not hand this setting on to its metadata (kafka-python 3.0), so it is set there.
+        self.client.cluster.config["allow_auto_create_topics"] = False
         self.client.check_version(timeout_ms=settings.connect_timeout_ms)
         self.leaders: dict[tuple[str, int], int] = {}
         self.started, self.read = time.monotonic(), 0
@@ -241,8 +244,11 @@ class PartitionReader:
     def pace(self, size: int) -> None:
         """Sleep as long as reading `size` more bytes would put the task over `max_fetch_bytes_per_second`."""
         self.read += size
-        cap = self.settings.max_fetch_bytes_per_second
-        if cap:
-            ahead = self.read / cap - (time.monotonic() - self.started)
-            if ahead > 0:
-                time.sleep(ahead)
+        wait = seconds_ahead(self.read, self.settings.max_fetch_bytes_per_second, time.monotonic() - self.started)
+        if wait > 0:
+            time.sleep(wait)
+
+
+def seconds_ahead(read: int, cap: int, elapsed: float) -> float:
+    """How far ahead of `cap` bytes a second (0: no cap) a task is that read `read` bytes in `elapsed` seconds."""
+    return read / cap - elapsed if cap else 0.0
