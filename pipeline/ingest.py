@@ -124,6 +124,7 @@ def _ingest_planned(
             "payloads": partial(ingest_payloads, spark, store, settings, plan, pairs),
             "partition_files": partial(ingest_partition_files, spark, store, settings, plan, pairs),
             "internal_topics": partial(ingest_internal_topics, spark, store, settings, plan, segments, pairs),
+            "live_producers": partial(ingest_live_producers, spark, store, plan, pairs),
         }
     )
     counts = {name: count for part in parts.values() for name, count in part.items()}
@@ -212,6 +213,21 @@ def ingest_payloads(
     written = store.count("payloads", replaced)
     log.debug("deep mode: hashed %d record payloads into %s", written, store.path("payloads"))
     return {"payloads": written}
+
+
+def ingest_live_producers(
+    spark: SparkSession, store: TableStore, plan: InputPlan, pairs: list[tuple[str, str]]
+) -> dict[str, int]:
+    """What the leaders of the `kafka://` inputs reported of their producers, into `live_producers` for the
+    ingested pairs. Without such an input nothing is written, but a table an earlier run left loses the pairs'
+    rows: the LIV rules must never compare a leader's state of another day with today's batches."""
+    rows = [row for wire in plan.wire for row in wire.live_producers]
+    if not rows and not store.exists("live_producers"):
+        return {}
+    replaced = cluster_topics(pairs)
+    frame = spark.createDataFrame(rows, schemas.LIVE_PRODUCERS)
+    store.overwrite_partitions(frame, "live_producers", schemas.LIVE_PRODUCERS_PARTITION_BY, replaced)
+    return {"live_producers": len(rows)}
 
 
 def ingest_partition_files(

@@ -7,6 +7,7 @@ from schemas.findings import FINDINGS, FINDINGS_PARTITION_BY
 from schemas.global_transactions import GLOBAL_TRANSACTIONS, GLOBAL_TRANSACTIONS_PARTITION_BY
 from schemas.ingest_manifest import INGEST_MANIFEST, INGEST_MANIFEST_PARTITION_BY
 from schemas.leader_epochs import LEADER_EPOCHS, LEADER_EPOCHS_PARTITION_BY
+from schemas.live_producers import LIVE_PRODUCERS, LIVE_PRODUCERS_PARTITION_BY
 from schemas.offset_commits import OFFSET_COMMITS, OFFSET_COMMITS_PARTITION_BY
 from schemas.partition_metadata import PARTITION_METADATA, PARTITION_METADATA_PARTITION_BY
 from schemas.partition_summary import PARTITION_SUMMARY, PARTITION_SUMMARY_PARTITION_BY
@@ -28,6 +29,7 @@ SCHEMAS = {
     "global_transactions": GLOBAL_TRANSACTIONS,
     "ingest_manifest": INGEST_MANIFEST,
     "leader_epochs": LEADER_EPOCHS,
+    "live_producers": LIVE_PRODUCERS,
     "offset_commits": OFFSET_COMMITS,
     "partition_metadata": PARTITION_METADATA,
     "partition_summary": PARTITION_SUMMARY,
@@ -50,6 +52,7 @@ PARTITION_BY = {
     "global_transactions": GLOBAL_TRANSACTIONS_PARTITION_BY,
     "ingest_manifest": INGEST_MANIFEST_PARTITION_BY,
     "leader_epochs": LEADER_EPOCHS_PARTITION_BY,
+    "live_producers": LIVE_PRODUCERS_PARTITION_BY,
     "offset_commits": OFFSET_COMMITS_PARTITION_BY,
     "partition_metadata": PARTITION_METADATA_PARTITION_BY,
     "partition_summary": PARTITION_SUMMARY_PARTITION_BY,
@@ -76,6 +79,8 @@ __all__ = [
     "INGEST_MANIFEST_PARTITION_BY",
     "LEADER_EPOCHS",
     "LEADER_EPOCHS_PARTITION_BY",
+    "LIVE_PRODUCERS",
+    "LIVE_PRODUCERS_PARTITION_BY",
     "OFFSET_COMMITS",
     "OFFSET_COMMITS_PARTITION_BY",
     "PARTITION_METADATA",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from schemas.batches import BATCHES, STATUS_OK
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.leader_epochs import LEADER_EPOCHS
+from schemas.live_producers import LIVE_PRODUCERS
 from schemas.offset_commits import OFFSET_COMMITS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_STATES
@@ -46,6 +47,7 @@ class PartitionLog:
     leader_epoch_rows: list[dict] = field(default_factory=list)
     transaction_log_rows: list[dict] = field(default_factory=list)
     offset_commit_rows: list[dict] = field(default_factory=list)
+    live_rows: list[dict] = field(default_factory=list)
     open_txns: dict[int, int] = field(default_factory=dict)
 
     def _row(self, **values) -> dict:
@@ -189,6 +191,43 @@ class PartitionLog:
             cluster_id=self.cluster_id,
         )
         self.snapshot_rows.append(row)
+        return row
+
+    def live_producer(
+        self,
+        pid: int | None,
+        epoch: int | None = None,
+        last_sequence: int | None = None,
+        txn_start: int | None = None,
+        *,
+        age_ms: int = 1000,
+        settled: bool = True,
+        last_timestamp: int | None = None,
+    ) -> dict:
+        """A row of `live_producers`: what the leader reported `age_ms` after the last batch, with the read ending
+        at the log's end; `pid` None: the leader reported no producer for the partition."""
+        row = {name: None for name in LIVE_PRODUCERS.fieldNames()}
+        if pid is not None:
+            row.update(
+                producer_id=pid,
+                producer_epoch=epoch,
+                last_sequence=last_sequence,
+                last_timestamp=self.clock if last_timestamp is None else last_timestamp,
+                coordinator_epoch=-1,
+                current_txn_start_offset=txn_start,
+            )
+        row.update(
+            topic=self.topic,
+            partition=self.partition,
+            described_at=self.clock + age_ms,
+            log_end_offset=self.next_offset,
+            read_end_offset=self.next_offset,
+            settled=settled,
+            source="kafka://127.0.0.1:9092",
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+        )
+        self.live_rows.append(row)
         return row
 
     def file_problem(self, kind: str, message: str) -> dict:

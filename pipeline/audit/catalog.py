@@ -21,6 +21,8 @@ SECTIONS = {
     "6.8": "Segments and `__transaction_state` (cross-checks)",
     "6.10": "Replicas against each other (an extension of spec §6: it audits one replica)",
     "6.11": "Payload duplicates (an extension of spec §6, which reads headers only; needs deep mode, `--deep`)",
+    "6.12": "The leaders' producer state against the log (an extension of spec §6, which reads files; needs a "
+    "`kafka://` input)",
 }
 
 

@@ -64,7 +64,7 @@ class InputPlan:
     @property
     def wire_pairs(self) -> set[tuple[str, str]]:
         """The (cluster, topic) pairs the `kafka://` inputs read, known from their plans."""
-        return {(wire.cluster_id, fetch.topic) for wire in self.wire for fetch in wire.ranges}
+        return {pair for wire in self.wire for pair in wire.pairs}
 
     @property
     def segment_roots(self) -> list[str]:

@@ -25,6 +25,7 @@ from schemas.file_problems import (
     PROBLEM_TIME_INDEX,
 )
 from schemas.leader_epochs import LEADER_EPOCHS
+from schemas.live_producers import LIVE_PRODUCERS
 from schemas.offset_commits import OFFSET_COMMITS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.transaction_log import TRANSACTION_LOG
@@ -683,6 +684,25 @@ def rep_003(log, miss):
     copy_on_broker(log, 1, batches if miss else batches[:2])
 
 
+def liv_001(log, miss):
+    """The leader forgot a producer whose last batch is a second old; a day-old one it expired, as brokers do."""
+    log.data(1, 0, 0, 3)
+    log.live_producer(None, age_ms=2 * DAY_MS if miss else 1000)
+
+
+def liv_002(log, miss):
+    """The leader holds another epoch; the near miss is a partition still written while it was described."""
+    log.data(1, 0, 0, 3)
+    log.live_producer(1, 1, 2, settled=not miss)
+
+
+def liv_003(log, miss):
+    """An open transaction of a producer the log does not hold; the near miss began after the read ended."""
+    log.data(1, 0, 0, 3)
+    log.live_producer(1, 0, 2)
+    log.live_producer(9, 0, 0, txn_start=log.next_offset if miss else 1)
+
+
 SCENARIOS = {
     "SEQ-001": (seq_001, "ERROR"),
     "SEQ-002": (seq_002, "ERROR"),
@@ -772,6 +792,9 @@ SCENARIOS = {
     "REP-001": (rep_001, "ERROR"),
     "REP-002": (rep_002, "WARN"),
     "REP-003": (rep_003, "INFO"),
+    "LIV-001": (liv_001, "WARN"),
+    "LIV-002": (liv_002, "ERROR"),
+    "LIV-003": (liv_003, "ERROR"),
     "XTX-011": (xtx_011, "CRITICAL"),
     "SEG-002": (seg_002, "WARN"),
     "SEG-003": (seg_003, "ERROR"),
@@ -1001,8 +1024,14 @@ def tv2_fence_chain(log, _):
     tv2_abort_then_commit(log, pid, 2)
 
 
+def liv_002_last_sequence(log, miss):
+    log.data(1, 0, 0, 3)
+    log.live_producer(1, 0, 5)
+
+
 # More cases of a rule, fired only: (name, rule code) -> (builder, severity)
 VARIANTS = {
+    ("last sequence ahead", "LIV-002"): (liv_002_last_sequence, "WARN"),
     ("unreadable partition", "FMT-001"): (fmt_001_unreadable_partition, "ERROR"),
     ("mostly unreadable partition", "FMT-001"): (fmt_001_mostly_unreadable_partition, "ERROR"),
     ("markers pending", "XTX-002"): (xtx_002_pending, "WARN"),
@@ -1027,8 +1056,17 @@ VARIANTS = {
 FOLDED = {
     ("three empty markers", "TXN-003"): txn_003_three_empty_markers,
 }
+
+
 # More correct logs a rule must stay silent on: (name, rule code) -> builder
+def liv_002_in_agreement(log, miss):
+    """A transactional producer with an open transaction, as the leader holds it."""
+    log.data(1, 0, 0, 3, txn=True)
+    log.live_producer(1, 0, 2, txn_start=0)
+
+
 SILENT_VARIANTS = {
+    ("leader in agreement", "LIV-002"): liv_002_in_agreement,
     ("window cleared by a V2 marker", "SNP-003"): snp_003_window_cleared_by_a_v2_marker,
     ("window cleared by a fence", "SNP-003"): snp_003_window_cleared_by_a_fence,
     ("next transaction open", "XTX-002"): xtx_002_next_transaction_open,
@@ -1059,6 +1097,7 @@ def audited(spark, scratch):
         "leader_epochs": ("leader_epoch_rows", LEADER_EPOCHS),
         "transaction_log": ("transaction_log_rows", TRANSACTION_LOG),
         "offset_commits": ("offset_commit_rows", OFFSET_COMMITS),
+        "live_producers": ("live_rows", LIVE_PRODUCERS),
     }
     rows, side_rows, topics = [], {table: [] for table in side_tables}, {}
     for code, (build, _) in SCENARIOS.items():

@@ -29,7 +29,8 @@ class AuditInputs:
     (pipeline.audit.rules.transactions.markers_of); `all_batches`: every entry of every replica as ingested, for the
     rules that compare replicas; `copies`: each copy of a partition two or more brokers hold against the others, as the
     replay's tasks compared them (pipeline.audit.replay.replica_copies), None when they did not hold the copies. Side
-    tables are None when the input had none; `payloads` is None unless the run is in deep mode.
+    tables are None when the input had none; `payloads` is None unless the run is in deep mode; `live_producers`
+    (what the leaders reported of their producers) only comes with a `kafka://` input.
     """
 
     batches: DataFrame
@@ -55,3 +56,4 @@ class AuditInputs:
     leader_epochs: DataFrame | None = None
     offset_commits: DataFrame | None = None
     payloads: DataFrame | None = None
+    live_producers: DataFrame | None = None

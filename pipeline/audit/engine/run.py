@@ -57,6 +57,7 @@ SIDE_TABLES = (
     "transaction_log",
     "offset_commits",
     "payloads",
+    "live_producers",
 )
 
 

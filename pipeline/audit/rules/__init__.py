@@ -10,6 +10,7 @@ from pipeline.audit.rules import (  # noqa: F401
     files,
     format,
     leader_epochs,
+    live_producers,
     log_order,
     payloads,
     replicas,

@@ -160,4 +160,5 @@ def build_state(
         leader_epochs=leader_epochs,
         offset_commits=side.get("offset_commits"),
         payloads=side.get("payloads"),
+        live_producers=side.get("live_producers"),
     )

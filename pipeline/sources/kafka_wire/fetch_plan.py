@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
@@ -24,6 +25,9 @@ from pipeline.sources.kafka_wire.connection import admin_client
 log = logging.getLogger(__name__)
 
 INTERNAL_PREFIX = "__"
+LIVE_FIELDS = (
+    "producer_id", "producer_epoch", "last_sequence", "last_timestamp", "coordinator_epoch", "current_txn_start_offset",
+)  # fmt: skip
 READ = "READ"
 
 
@@ -49,6 +53,11 @@ class WirePlan:
     ranges: list[FetchRange]
     partitions: int  # the partitions chosen, with or without offsets to read
     bytes: int | None  # what the ranges hold, when DescribeLogDirs told
+    live_producers: list[dict[str, Any]]  # LIVE_PRODUCERS rows; none when DescribeProducers was refused
+
+    @property
+    def pairs(self) -> set[tuple[str, str]]:
+        return {(self.cluster_id, fetch.topic) for fetch in self.ranges}
 
 
 def plan_fetches(bootstrap: Bootstrap, settings: KafkaSettings, cluster_id: str = "") -> WirePlan:
@@ -69,9 +78,28 @@ def plan_fetches(bootstrap: Bootstrap, settings: KafkaSettings, cluster_id: str 
                 "%s: %d partition(s) without a leader are not read: %s", bootstrap.uri, len(offline), offline[:10]
             )
         readable = [key for key, leader in leaders.items() if leader >= 0]
-        earliest, latest = offsets_between(admin, readable, settings)
+        earliest, latest, high_watermark = offsets_between(admin, readable, settings)
+        described_at = int(time.time() * 1000)
+        producers = described_producers(admin, readable)
+        settled = {key for key, offset in high_watermarks(admin, readable).items() if offset == high_watermark[key]}
         sizes = log_sizes(admin)
     cluster_id = cluster_id or cluster.get("cluster_id") or ""
+    live = [
+        {
+            **row,
+            "topic": key[0],
+            "partition": key[1],
+            "described_at": described_at,
+            "log_end_offset": high_watermark[key],
+            "read_end_offset": latest[key],
+            "settled": key in settled,
+            "source": bootstrap.uri,
+            "broker_id": leaders[key],
+            "cluster_id": cluster_id,
+        }
+        for key, rows in (producers or {}).items()
+        for row in rows
+    ]
     ranges = [
         fetch_range
         for key in sorted(readable)
@@ -80,7 +108,7 @@ def plan_fetches(bootstrap: Bootstrap, settings: KafkaSettings, cluster_id: str 
         )
     ]
     known = None if sizes is None else sum(r.size for r in ranges)
-    return WirePlan(bootstrap.uri, cluster_id, ranges, len(leaders), known)
+    return WirePlan(bootstrap.uri, cluster_id, ranges, len(leaders), known, live)
 
 
 def chosen_topics(bootstrap: Bootstrap, topics: list[dict[str, Any]], globs: list[str]) -> list[dict[str, Any]]:
@@ -102,29 +130,72 @@ def chosen_topics(bootstrap: Bootstrap, topics: list[dict[str, Any]], globs: lis
     return picked
 
 
-def offsets_between(
-    admin: Any, partitions: list[tuple[str, int]], settings: KafkaSettings
-) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-    """(first, end) offset of each partition: the log start and the high watermark, or the offsets of the
-    `kafka.start` and `kafka.end` times (the first offset whose timestamp is at or after it)."""
-    from kafka import OffsetSpec, TopicPartition
+Offsets = dict[tuple[str, int], int]
 
-    if not partitions:
-        return {}, {}
-    tps = [TopicPartition(topic, partition) for topic, partition in partitions]
 
-    def offsets(spec: int) -> dict[tuple[str, int], int]:
-        found = admin.list_partition_offsets({tp: spec for tp in tps})
-        return {(tp.topic, tp.partition): found[tp].offset for tp in tps}
+def offsets_between(admin: Any, partitions: list[tuple[str, int]], settings: KafkaSettings) -> tuple[Offsets, ...]:
+    """(first, end, high watermark) of each partition: the read runs from the log start, or from the offset of the
+    `kafka.start` time (the first offset whose timestamp is at or after it), to the high watermark, or to the offset
+    of the `kafka.end` time."""
+    from kafka import OffsetSpec
 
-    log_start, high_watermark = offsets(OffsetSpec.EARLIEST), offsets(OffsetSpec.LATEST)
+    log_start, high_watermark = listed(admin, partitions, OffsetSpec.EARLIEST), high_watermarks(admin, partitions)
     first, end = dict(log_start), dict(high_watermark)
     for bound, values in ((settings.start, first), (settings.end, end)):
         if bound is not None:
-            at = offsets(timestamp_ms(bound))
-            for key, offset in at.items():  # -1: no record at or after the time
+            for key, offset in listed(admin, partitions, timestamp_ms(bound)).items():  # -1: none at or after it
                 values[key] = high_watermark[key] if offset < 0 else max(log_start[key], offset)
-    return first, end
+    return first, end, high_watermark
+
+
+def high_watermarks(admin: Any, partitions: list[tuple[str, int]]) -> Offsets:
+    from kafka import OffsetSpec
+
+    return listed(admin, partitions, OffsetSpec.LATEST)
+
+
+def listed(admin: Any, partitions: list[tuple[str, int]], spec: int) -> Offsets:
+    """ListOffsets of every partition for `spec` (a timestamp or an OffsetSpec), one request per leader."""
+    from kafka import TopicPartition
+
+    if not partitions:
+        return {}
+    tps = [TopicPartition(topic, partition) for topic, partition in partitions]
+    found = admin.list_partition_offsets({tp: spec for tp in tps})
+    return {(tp.topic, tp.partition): found[tp].offset for tp in tps}
+
+
+def described_producers(admin: Any, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], list[dict]] | None:
+    """The producers each partition's leader holds state for (DescribeProducers), as LIVE_PRODUCERS fields; a
+    partition with none has one row of nulls. None when the leaders refuse it (it needs READ on the topics and a
+    broker of 2.8 or later): the rules that compare it then do not run."""
+    from kafka import TopicPartition
+
+    if not partitions:
+        return {}
+    try:
+        described = admin.describe_producers([TopicPartition(topic, partition) for topic, partition in partitions])
+    except Exception as exc:  # any refusal or an old broker: the run goes on without the leaders' view
+        log.warning("DescribeProducers refused (%s: %s): the LIV rules do not run", type(exc).__name__, exc)
+        return None
+    nothing = dict.fromkeys(LIVE_FIELDS)
+    return {
+        (tp.topic, tp.partition): [
+            {
+                "producer_id": producer.producer_id,
+                "producer_epoch": producer.producer_epoch,
+                "last_sequence": producer.last_sequence,
+                "last_timestamp": producer.last_timestamp,
+                "coordinator_epoch": producer.coordinator_epoch,
+                "current_txn_start_offset": None
+                if producer.current_transaction_start_offset < 0
+                else producer.current_transaction_start_offset,
+            }
+            for producer in state.active_producers
+        ]
+        or [nothing]
+        for tp, state in described.items()
+    }
 
 
 def timestamp_ms(bound: str) -> int:
