@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from deltalake import DeltaTable
 
 from pipeline.sources.kafka_wire.connection import CLIENT_ID
 from tests.kafka_broker import corruption, jvm, ledger
 from tests.kafka_broker.audits import NOT_INFO, Audit, audits, read_audit
+from tests.kafka_broker.wire_audits import EXPIRING_TOPIC
 
 pytestmark = pytest.mark.broker
 REPO = Path(__file__).resolve().parents[2]
@@ -412,3 +414,17 @@ def test_the_protocol_audit_sends_only_the_read_only_requests_its_docs_list(brok
     assert all(body["isolationLevel"] == 0 and body["replicaId"] == -1 for key, body in bodies if key == 1)
     naming_topics = [body for key, body in bodies if key == 3 and body["topics"]]
     assert naming_topics and not any(body["allowAutoTopicCreation"] for body in naming_topics)
+
+
+def test_a_producer_its_leader_expired_while_its_batches_remain_has_lost_its_state(broker_run):
+    """A broker that expires idle producers within seconds, audited with the shipped settings (a day, the brokers'
+    default): the leader reports no producer for the partition, whose log still holds the producer's batches."""
+    expired = broker_run.expired
+    assert expired.exit_code == 0, expired.stderr[-3000:]
+    audit = read_audit(expired.warehouse)
+    (producer,) = audit.tables["producer_state"].producer_id
+    live = DeltaTable(str(expired.warehouse / "live_producers")).to_pandas()
+    assert len(live) == 1 and live.producer_id.isna().all() and live.settled.all()
+    assert _keys(audit.findings(above_info=True)) == {(EXPIRING_TOPIC, 0, "LIV-001", "WARN", None)}
+    (finding,) = audit.findings(above_info=True).itertuples()
+    assert finding.producer_id == producer and "holds no state for producer" in finding.message

@@ -17,7 +17,7 @@ from tests.kafka_broker import java_clients, librdkafka_clients
 from tests.kafka_broker.broker import Broker
 from tests.kafka_broker.dumps import dump_log_dir
 from tests.kafka_broker.ledger import COMMITTED, Ledger
-from tests.kafka_broker.wire_audits import PASSWORD, USER, WireRuns, wire_runs
+from tests.kafka_broker.wire_audits import PASSWORD, USER, Outcome, WireRuns, expired_producer_run, wire_runs
 
 KAFKA_VERSION = "4.1.1"
 ROLL = {"segment.ms": "500"}  # a segment rolls on the first append 500 ms after it opened
@@ -42,6 +42,7 @@ class Fixture:
     ground_truth: Path  # ledger.json
     wire: WireRuns  # `run --input kafka://...` while the broker served, after every workload
     requests: Path  # every request the broker completed, as its request logger writes them
+    expired: Outcome  # `run --input kafka://...` of a broker of its own that expired an idle producer
     seconds: float
 
 
@@ -49,6 +50,9 @@ def run_all(home: Path) -> Fixture:
     """Format, start, run every workload, stop; then dump every segment. `home` must not exist yet."""
     started = time.monotonic()
     ledger = Ledger(notes={"kafka_version": KAFKA_VERSION, "hanging_transaction": HANGING})
+    # A broker of its own expires a producer meanwhile (it must not expire this one's: their snapshots are audited).
+    aside = ThreadPoolExecutor(1)
+    expired = aside.submit(expired_producer_run, home / "expiring")
     with ThreadPoolExecutor(1) as javac:  # the client compiles while the broker starts
         compiled = javac.submit(java_clients.compile_program, home / "classes")
         broker = Broker(
@@ -74,11 +78,20 @@ def run_all(home: Path) -> Fixture:
         wire = wire_runs(broker.sasl_bootstrap, home / "wire")
     finally:
         broker.stop()
+        aside.shutdown()
     ledger.notes["broker_starts"] = broker.starts
     dumps = home / "dumps"
     dump_log_dir(broker.log_dir, dumps)
     ledger.write(home / "ledger.json")
-    return Fixture(broker.log_dir, dumps, home / "ledger.json", wire, broker.request_log, time.monotonic() - started)
+    return Fixture(
+        broker.log_dir,
+        dumps,
+        home / "ledger.json",
+        wire,
+        broker.request_log,
+        expired.result(),
+        time.monotonic() - started,
+    )
 
 
 def restart(broker: Broker, ledger: Ledger) -> None:

@@ -1,19 +1,27 @@
-"""`produce-audit run --input kafka://...` against the live broker, as a user of a managed cluster runs it: over the
-SASL_PLAINTEXT listener with SCRAM-SHA-256, once with the right password and once with a wrong one, side by side,
-while the broker still serves (before the session stops it and its log dir is audited)."""
+"""`produce-audit run --input kafka://...` against live brokers, as a user of a managed cluster runs it: over the
+session broker's SASL_PLAINTEXT listener with SCRAM-SHA-256, once with the right password and once with a wrong one,
+side by side, while it still serves (before the session stops it and its log dir is audited); and against a broker
+of its own that expires an idle producer's state within seconds while the producer's batches stay in its log."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from tests.kafka_broker import librdkafka_clients
 from tests.kafka_broker.audits import CLI
+from tests.kafka_broker.broker import Broker
+from tests.kafka_broker.ledger import Ledger
 
 USER, PASSWORD = "audit", "audit-secret"
+EXPIRING_TOPIC = "expiring"
+# Short enough that a producer idle for a few seconds is expired, as a default broker expires one after a day.
+EXPIRING = {"producer.id.expiration.ms": "2000", "producer.id.expiration.check.interval.ms": "500"}
 PASSWORD_VARIABLE = "PRODUCE_AUDIT_TEST_KAFKA_PASSWORD"
 
 
@@ -63,3 +71,43 @@ def wire_runs(sasl_bootstrap: str, home: Path) -> WireRuns:
         code = process.wait(timeout=900)
         outcomes[name] = Outcome(code, log.read_text(errors="replace"), warehouse)
     return WireRuns(uri, **outcomes)
+
+
+def expired_producer_run(home: Path) -> Outcome:
+    """An idempotent producer writes, goes idle and is expired by its leader; then the installed CLI audits the
+    broker over the protocol with the shipped settings (which assume a day's expiration, as brokers default to)."""
+    broker = Broker(home / "broker", settings=EXPIRING)
+    broker.format()
+    broker.start()
+    try:
+        bootstrap = broker.bootstrap
+        librdkafka_clients.create_topics(bootstrap, {EXPIRING_TOPIC: (1, {})})
+        librdkafka_clients.idempotent(bootstrap, Ledger(notes={}), EXPIRING_TOPIC, producers=1, count=200)
+        wait_expired(bootstrap, EXPIRING_TOPIC, 0)
+        warehouse = home / "wh"
+        log = home / "stderr.log"
+        with log.open("wb") as stderr:
+            command = [str(CLI), "run", "--input", f"kafka://{bootstrap}", "--warehouse", str(warehouse)]
+            code = subprocess.run(
+                [*command, "--fail-on", "never"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
+            ).returncode
+        return Outcome(code, log.read_text(errors="replace"), warehouse)
+    finally:
+        broker.kill()  # its log dir is not audited: no clean stop needed
+
+
+def wait_expired(bootstrap: str, topic: str, partition: int, seconds: float = 60) -> None:
+    """Until the partition's leader reports no producer (DescribeProducers)."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + seconds
+        while admin.describe_producers([TopicPartition(topic, partition)])[
+            TopicPartition(topic, partition)
+        ].active_producers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the leader of {topic}-{partition} kept its producers for {seconds} s")
+            time.sleep(0.5)
+    finally:
+        admin.close()
