@@ -26,6 +26,7 @@ from pipeline.errors import InputError
 from pipeline.ingest import distinct_pairs
 from pipeline.parallel import side_by_side
 from pipeline.plan_stats import PlanStats
+from pipeline.reports.formatting import WITHOUT_INPUT, families
 from pipeline.run_record import StepResult
 from pipeline.tables.publication import AUDIT_COMMANDS, LEFTOVER_FOLDERS, last_published
 from pipeline.tables.stats import logged_partitions
@@ -109,6 +110,13 @@ def audit_batches(
             time.perf_counter() - started,
             "" if deep else " (payload rules PAY-* skipped: ingest with --deep to run them)",
         )
+        if audited.rules_without_input:
+            log.info(
+                "%d rule(s) had nothing to read in these inputs: %s",
+                len(audited.rules_without_input),
+                families(audited.rules_without_input),
+            )
+        result.counts.update({f"{WITHOUT_INPUT}{code}": 1 for code in audited.rules_without_input})
         started = time.perf_counter()
 
         def write_output(table: str, partition_by: list[str]) -> int:

@@ -20,6 +20,7 @@ from pipeline.parallel import side_by_side
 from pipeline.reports.changes import build_changes
 from pipeline.reports.details import detail_sections
 from pipeline.reports.findings_export import write_findings_jsonl
+from pipeline.reports.formatting import WITHOUT_INPUT
 from pipeline.reports.gather import gather
 from pipeline.reports.html import render_html
 from pipeline.reports.markdown import render_markdown
@@ -89,7 +90,7 @@ def _export_findings(store: TableStore, run_id: str, versions: Mapping[str, int]
 def run_section(record: RunRecord, store: TableStore, counts: Mapping[str, int]) -> dict[str, Any]:
     """The `run` section of a report on the running command, from its record and counts so far."""
     return {
-        **_unknown_dump_lines(counts),
+        **_of_counts(counts),
         "id": record.run_id,
         "command": record.command,
         "started_at": _iso(record.started_at),
@@ -118,16 +119,22 @@ def audited_run_section(store: TableStore, audited_run_id: str) -> dict[str, Any
                 reference_time_ms=row.reference_time_ms,
                 delta_backend=row.delta_backend,
                 tool_version=row.tool_version,
-                **_unknown_dump_lines(row.counts or {}),
+                **_of_counts(row.counts or {}),
             )
     section["reported_at"] = _iso(datetime.now(UTC))
     return section
 
 
-def _unknown_dump_lines(counts: Mapping[str, int]) -> dict[str, int | None]:
-    """The report's count of dump-text lines that fit no layout: 0 for a run that read no dump text, null when the
-    run ingested nothing (an `audit`), so the key is always there."""
-    return {"unknown_dump_lines": counts.get(UNKNOWN_DUMP_LINES, 0 if "batches" in counts else None)}
+def _of_counts(counts: Mapping[str, int]) -> dict[str, Any]:
+    """What the report says from the run's counts: the dump-text lines that fit no layout (0 for a run that read
+    no dump text, null when the run ingested nothing, an `audit`, so the key is always there), and the rules that
+    had nothing to read."""
+    return {
+        "unknown_dump_lines": counts.get(UNKNOWN_DUMP_LINES, 0 if "batches" in counts else None),
+        "rules_without_input": sorted(
+            key.removeprefix(WITHOUT_INPUT) for key in counts if key.startswith(WITHOUT_INPUT)
+        ),
+    }
 
 
 def _iso(moment: datetime) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +47,30 @@ def utc(epoch_ms: float | None) -> str:
 
 def reference_time(epoch_ms: int | None) -> str:
     return "latest batch timestamp of each partition" if epoch_ms is None else f"{utc(epoch_ms)} UTC ({epoch_ms} ms)"
+
+
+# `runs.counts` keys naming each rule that had nothing to read in a run's inputs (`rules_without_input`)
+WITHOUT_INPUT = "rules.without_input."
+KAFKA_SCHEME = "kafka://"
+
+
+def families(codes: Sequence[str]) -> str:
+    """`IDX-006, IDX-007, LIV-001` as `IDX-006/007, LIV-001`."""
+    numbers: dict[str, list[str]] = {}
+    for code in sorted(codes):
+        family, _, number = code.partition("-")
+        numbers.setdefault(family, []).append(number)
+    return ", ".join(f"{family}-{'/'.join(found)}" for family, found in numbers.items())
+
+
+def run_notes(run: Mapping[str, Any]) -> list[str]:
+    """What the reports say of where the run's rows came from and what it could not check."""
+    notes = [note] if (note := unknown_dump_lines_note(run)) else []
+    if fetched := [given for given in run.get("inputs") or [] if given.lower().startswith(KAFKA_SCHEME)]:
+        notes.append(f"read over the Kafka protocol from the leaders of {', '.join(fetched)}")
+    if codes := run.get("rules_without_input"):
+        notes.append(f"{len(codes)} rule(s) had nothing to read in these inputs and did not run: {families(codes)}")
+    return notes
 
 
 def unknown_dump_lines_note(run: Mapping[str, Any]) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pipeline.audit.core.registry import RULES
 from pipeline.reports import charts
-from pipeline.reports.formatting import offsets, place, producer, reference_time, unknown_dump_lines_note, utc
+from pipeline.reports.formatting import offsets, place, producer, reference_time, run_notes, utc
 from schemas.findings import SEVERITIES
 
 STYLE = """
@@ -113,7 +113,7 @@ def _header(summary: Mapping[str, Any], details: Mapping[str, Any]) -> str:
         f"reported {_e(run.get('reported_at') or '-')}, tool {_e(run.get('tool_version') or '-')}, "
         f"Delta backend {_e(run.get('delta_backend') or '-')}</p>"
         f"<p>inputs: {_e(inputs)}</p>"
-        + (f"<p>{_e(note)}</p>" if (note := unknown_dump_lines_note(run)) else "")
+        + "".join(f"<p>{_e(note)}</p>" for note in run_notes(run))
         + f"<p>reference time: {_e(reference_time(run.get('reference_time_ms')))}</p></header>\n"
         '<div class="cards" style="padding: 0 32px">'
         + "".join(f'<div class="card"><b>{value:,}</b><span>{_e(label)}</span></div>' for label, value in cards)

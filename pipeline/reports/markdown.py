@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.reports.formatting import offsets, place, producer, reference_time, unknown_dump_lines_note, utc
+from pipeline.reports.formatting import offsets, place, producer, reference_time, run_notes, utc
 from schemas.findings import SEVERITIES
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]|#~])")
@@ -32,7 +32,7 @@ def render_markdown(summary: Mapping[str, Any], details: Mapping[str, Any], chan
         f"{partitions['partitions']:,} partitions, {partitions['batches']:,} batches, "
         f"{partitions['records']:,} records, {transactions['total']:,} transactions "
         f"({open_transactions['open']:,} open, {open_transactions['hanging']:,} hanging).",
-        *(["", escape(note) + "."] if (note := unknown_dump_lines_note(run)) else []),
+        *[line for note in run_notes(run) for line in ("", escape(note) + ".")],
         "",
         "## Findings",
         "",

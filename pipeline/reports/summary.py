@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.audit.core.registry import RULES
-from pipeline.reports.formatting import cluster_name, unknown_dump_lines_note
+from pipeline.reports.formatting import cluster_name, run_notes
 from pipeline.reports.gather import Query, Rows, Section, top
 from pipeline.reports.run_rows import RunRows
 from pipeline.tables.files import filesystem
@@ -24,8 +24,9 @@ from schemas.findings import SEVERITIES
 from schemas.transactions import OUTCOME_ABORTED, OUTCOME_COMMITTED, OUTCOME_EMPTY, OUTCOME_OPEN
 
 # Raised whenever a key is added, renamed or removed; 2: format_version became schema_version; 3: the cluster of
-# top findings and open partitions, and the number of clusters (`partitions.clusters`).
-SCHEMA_VERSION = 3
+# top findings and open partitions, and the number of clusters (`partitions.clusters`); 4: the rules that had nothing
+# to read (`run.rules_without_input`).
+SCHEMA_VERSION = 4
 OUTCOMES = (OUTCOME_COMMITTED, OUTCOME_ABORTED, OUTCOME_OPEN, OUTCOME_EMPTY)
 SUMMARY_SECTIONS = ("findings", "transactions", "partitions")
 
@@ -188,7 +189,7 @@ def render_text(summary: dict[str, Any]) -> str:
         f"reference time: {_reference_time(run.get('reference_time_ms'))}",
         f"partitions: {partitions['partitions']:,}  batches: {partitions['batches']:,}  "
         f"records: {partitions['records']:,}  aborted records: {partitions['aborted_records']:,}",
-        *([note] if (note := unknown_dump_lines_note(run)) else []),
+        *run_notes(run),
         "",
         f"Findings by severity ({findings['total']:,} in all)",
         *_table(("SEVERITY", "COUNT"), [(s, findings["by_severity"][s]) for s in reversed(SEVERITIES)]),

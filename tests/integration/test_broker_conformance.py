@@ -407,7 +407,10 @@ def test_the_protocol_audit_sends_only_the_read_only_requests_its_docs_list(brok
     keys = {
         request["requestHeader"]["requestApiKeyName"]: request["requestHeader"]["requestApiKey"] for request in requests
     }
-    assert keys == {"FETCH": 1, "LIST_OFFSETS": 2, "METADATA": 3, "DESCRIBE_LOG_DIRS": 35, "DESCRIBE_CLUSTER": 60}
+    assert keys == {
+        "FETCH": 1, "LIST_OFFSETS": 2, "METADATA": 3, "DESCRIBE_LOG_DIRS": 35, "DESCRIBE_CLUSTER": 60,
+        "DESCRIBE_PRODUCERS": 61,
+    }  # fmt: skip
     documented = (REPO / "docs" / "collecting-logs.md").read_text().split("**Read-only by construction.**")[1]
     assert set(keys.values()) <= {int(key) for key in re.findall(r"\((\d+)\)", documented.split("\n*")[0])}
     bodies = [(request["requestHeader"]["requestApiKey"], request["request"]) for request in requests]
@@ -422,9 +425,9 @@ def test_a_producer_its_leader_expired_while_its_batches_remain_has_lost_its_sta
     expired = broker_run.expired
     assert expired.exit_code == 0, expired.stderr[-3000:]
     audit = read_audit(expired.warehouse)
-    (producer,) = audit.tables["producer_state"].producer_id
+    (producer,) = audit.tables["producer_state"].itertuples()
     live = DeltaTable(str(expired.warehouse / "live_producers")).to_pandas()
     assert len(live) == 1 and live.producer_id.isna().all() and live.settled.all()
-    assert _keys(audit.findings(above_info=True)) == {(EXPIRING_TOPIC, 0, "LIV-001", "WARN", None)}
+    assert _keys(audit.findings(above_info=True)) == {(EXPIRING_TOPIC, 0, "LIV-001", "WARN", producer.last_offset)}
     (finding,) = audit.findings(above_info=True).itertuples()
-    assert finding.producer_id == producer and "holds no state for producer" in finding.message
+    assert finding.producer_id == producer.producer_id and "holds no state for producer" in finding.message

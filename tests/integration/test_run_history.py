@@ -41,6 +41,7 @@ SUMMARY_KEYS = {
             "delta_backend",
             "tool_version",
             "unknown_dump_lines",
+            "rules_without_input",
         )
     ),
     "findings.total",
@@ -293,7 +294,7 @@ def _key_paths(value, prefix: str = "") -> set[str]:
 def test_summary_json_keys_are_pinned(history):
     warehouse, _, _, later, _ = history
     summary = json.loads((warehouse / "reports" / later / "summary.json").read_text())
-    assert summary["schema_version"] == 3
+    assert summary["schema_version"] == 4
     assert summary["findings"]["top"]
     keys = _key_paths(summary)
     if not summary["partitions"]["open"]:  # the sample has no open transaction: the fields its rows would have

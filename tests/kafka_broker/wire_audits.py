@@ -82,7 +82,8 @@ def expired_producer_run(home: Path) -> Outcome:
     try:
         bootstrap = broker.bootstrap
         librdkafka_clients.create_topics(bootstrap, {EXPIRING_TOPIC: (1, {})})
-        librdkafka_clients.idempotent(bootstrap, Ledger(notes={}), EXPIRING_TOPIC, producers=1, count=200)
+        entry = Ledger(notes={}).entry(EXPIRING_TOPIC, librdkafka_clients.CLIENT, None, None, "acknowledged")
+        librdkafka_clients.send(librdkafka_clients.producer(bootstrap), entry, EXPIRING_TOPIC, [0], 200)
         wait_expired(bootstrap, EXPIRING_TOPIC, 0)
         warehouse = home / "wh"
         log = home / "stderr.log"

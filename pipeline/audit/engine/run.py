@@ -70,6 +70,8 @@ class AuditResult:
     global_transactions: DataFrame
     read_committed: DataFrame
     scratch: Scratch
+    # Rules whose every frame lacked its input (no side table of its kind, no `kafka://` input, no deep ingest)
+    rules_without_input: tuple[str, ...] = ()
 
     def release(self) -> None:
         """Remove the run's scratch tables once the outputs are written."""
@@ -90,10 +92,11 @@ def evaluate_frames(
     outcome: ReplayOutcome | None = None,
     coordinator: CoordinatorOutcome | None = None,
     one_copy_each: bool = False,
-) -> DataFrame:
+) -> tuple[DataFrame, frozenset[str]]:
     """Every registered check on its frame: the row-local frames' findings as the replay's tasks wrote them
     (`row_local_findings`), every other frame's by one plan each (`frame_findings`). Frames whose inputs are absent
-    are skipped, and so are those that can have no rows (`without_rows`)."""
+    are skipped, and so are those that can have no rows (`without_rows`). Returns the findings and the frames whose
+    input is absent (a side table the inputs had no kind of: an empty one may be a clean log's, as `file_problems`)."""
     planned = [
         name
         for name, checks in CHECKS.items()
@@ -102,8 +105,18 @@ def evaluate_frames(
         and not without_rows(FRAMES[name], scratch, empty_tables, one_copy_each)
     ]
     builders = {f"findings/frame={name}": partial(frame_findings, name, inputs, ctx, coordinator) for name in planned}
-    scratch.materialise_all({**builders, **row_local_findings(scratch, outcome)})
-    return scratch.read_parts("findings")
+    made = scratch.materialise_all({**builders, **row_local_findings(scratch, outcome)})
+    absent = frozenset(name.removeprefix("findings/frame=") for name, rows in made.items() if rows is None)
+    return scratch.read_parts("findings"), absent
+
+
+def without_input(frames: frozenset[str]) -> tuple[str, ...]:
+    """The rules all of whose checks are on `frames`."""
+    on: dict[str, set[str]] = {}
+    for name, checks in CHECKS.items():
+        for registered in checks:
+            on.setdefault(registered.rule.code, set()).add(name)
+    return tuple(sorted(code for code, names in on.items() if names <= frames))
 
 
 def without_rows(frame: Frame, scratch: Scratch, empty_tables: frozenset[str], one_copy_each: bool) -> bool:
@@ -185,17 +198,16 @@ def run_audit(
     side_tables = {name: None if table is None else _in_known_cluster(table) for name, table in side_tables.items()}
     inputs = build_state(batches, side_tables, ctx, scratch, batch_files, empty_tables, keeping, log_files)
     one_copy_each = batch_files is not None and all(group.copies == 1 for group in batch_files)
-    findings = once_per_producer(
-        evaluate_frames(
-            inputs,
-            ctx,
-            scratch,
-            empty_tables,
-            keeping and keeping.outcome,
-            keeping and keeping.coordinator,
-            one_copy_each,
-        )
+    found, frames_without_input = evaluate_frames(
+        inputs,
+        ctx,
+        scratch,
+        empty_tables,
+        keeping and keeping.outcome,
+        keeping and keeping.coordinator,
+        one_copy_each,
     )
+    findings = once_per_producer(found)
     summary = _with_finding_counts(inputs.partitions, findings)
     return AuditResult(
         findings=_with_run(findings, run_id, FINDINGS),
@@ -209,6 +221,7 @@ def run_audit(
             READ_COMMITTED,
         ),
         scratch=scratch,
+        rules_without_input=without_input(frames_without_input),
     )
 
 
