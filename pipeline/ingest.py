@@ -180,10 +180,15 @@ def stage_batches(
         others.append(read_inputs(spark, not_segments, settings))
     for wire in plan.wire:
         # Imported on use: only `kafka://` inputs need the protocol client.
-        from pipeline.sources.kafka_wire.fetch import fetch_pass
+        from pipeline.sources.kafka_wire.fetch import fetch_failure, fetch_pass
 
         fetched = fetch_pass(spark, wire.ranges, settings.kafka, settings.ingest.verify_records)
-        stage_pass(fetched, folder, partition_by, file_by="source_file")
+        try:
+            stage_pass(fetched, folder, partition_by, file_by="source_file")
+        except Exception as exc:  # a task's FetchError ends the run with its one line; the staged write rolls back
+            if (reason := fetch_failure(exc)) is None:
+                raise
+            raise InputError(wire.uri, reason.removeprefix(f"{wire.uri}: ")) from None
     if others:
         stage_pass(ArrowPass.of(reduce(DataFrame.unionByName, others)), folder, partition_by, file_by="source_file")
     return decoded

@@ -13,7 +13,7 @@ from pipeline.errors import InputError
 from pipeline.sources.kafka_format.encoding import encode_batch
 from pipeline.sources.kafka_wire.address import parse_bootstrap
 from pipeline.sources.kafka_wire.connection import client_config
-from pipeline.sources.kafka_wire.fetch import FetchError, fetch_range, seconds_ahead
+from pipeline.sources.kafka_wire.fetch import FetchError, fetch_failure, fetch_range, seconds_ahead
 from pipeline.sources.kafka_wire.fetch_plan import FetchRange, chosen_topics, plan_fetches, split, timestamp_ms
 
 URI = "kafka://b1:9092,b2:9092"
@@ -162,3 +162,16 @@ def test_a_task_waits_when_it_reads_faster_than_its_byte_rate_cap():
     assert seconds_ahead(3_000_000, 1_000_000, 1.0) == pytest.approx(2.0)
     assert seconds_ahead(1_000_000, 1_000_000, 2.5) < 0  # behind the cap: no wait
     assert seconds_ahead(10**12, 0, 0.1) == 0.0  # no cap
+
+
+def test_a_task_that_cannot_go_on_fails_with_one_line_the_driver_can_name():
+    leader = _leader(10**6)
+    leader.fetch = lambda topic, partition, offset: leader.batches[0]  # type: ignore[method-assign]
+    with pytest.raises(FetchError) as raised:
+        _fetched(leader, 5, 15, False)  # the leader answers offset 5 with offsets 0..2: no step forward
+    spark_error = (
+        f"Job aborted ... Traceback ...\npipeline.sources.kafka_wire.fetch.FetchError: {raised.value}\n\tat ..."
+    )
+    assert fetch_failure(RuntimeError(spark_error)) == str(raised.value)
+    assert str(raised.value).startswith("kafka://b1:9092,b2:9092: t-0 at offset 5: ")
+    assert fetch_failure(RuntimeError("ValueError: something else")) is None

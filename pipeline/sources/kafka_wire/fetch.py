@@ -14,6 +14,7 @@ offset, `position` the bytes of the range before the entry, `source_file` the UR
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import astuple
@@ -37,6 +38,7 @@ from schemas.batches import BATCHES, STATUS_TRUNCATED
 log = logging.getLogger(__name__)
 
 SOURCE_FORMAT = "fetch"
+_FETCH_ERROR = re.compile(r"FetchError: (kafka://[^\n]*)")
 READ_UNCOMMITTED = 0
 # Fetch v4 brought the isolation level and v12 is the last to name topics rather than ids.
 FETCH_VERSIONS = (4, 12)
@@ -66,7 +68,14 @@ FETCH_DESCRIPTOR = T.StructType(  # the fields of FetchRange
 
 
 class FetchError(RuntimeError):
-    """A Fetch the leader answered with an error that retrying does not fix."""
+    """A Fetch the leader answered with an error that retrying does not fix, or with nothing to step past."""
+
+
+def fetch_failure(exc: BaseException) -> str | None:
+    """The message of the FetchError that failed a Spark job, from the job's error (which carries the task's
+    traceback as text); None when it is not one."""
+    found = _FETCH_ERROR.search(str(exc))
+    return found.group(1) if found else None
 
 
 def fetch_pass(
@@ -119,18 +128,18 @@ def fetch_range(reader: PartitionReader, fetch: FetchRange, verify_records: bool
                 kept,
                 topic=fetch.topic,
                 partition=fetch.partition,
-                segment_base_offset=segment_base if segment_base is not None else fetch.start,
+                segment_base_offset=segment_base,
                 source_file=f"{fetch.uri}/{fetch.topic}-{fetch.partition}@{fetch.start}",
                 source_format=SOURCE_FORMAT,
                 broker_id=fetch.leader_id,
                 cluster_id=fetch.cluster_id,
             )
-        if last is None:
+        if last is None or last < offset:
             raise FetchError(
-                f"{fetch.uri}: {fetch.topic}-{fetch.partition} at offset {offset}: the response holds no entry "
-                "the audit can step past"
+                f"{fetch.uri}: {fetch.topic}-{fetch.partition} at offset {offset}: the leader's response holds no "
+                "batch at or after it that the audit can step past"
             )
-        offset = max(offset, last + 1)
+        offset = last + 1
 
 
 def complete_entries(entries: pa.Table, fetch: FetchRange, offset: int) -> pa.Table:
