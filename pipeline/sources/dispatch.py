@@ -120,8 +120,8 @@ class InternalTopicInputs:
 def read_internal_topic_inputs(
     spark: SparkSession, plan: InputPlan, settings: Settings, segments: list[SegmentFile] | None = None
 ) -> InternalTopicInputs | None:
-    """The `__transaction_state` records and transactional `__consumer_offsets` records of the log-dir and dump
-    inputs, or None when there are neither; columnar exports of `batches` hold no records.
+    """The `__transaction_state` records and transactional `__consumer_offsets` records of the log-dir, `kafka://`
+    and dump inputs, or None when there are none of these; columnar exports of `batches` hold no records.
 
     `segments`, when given, are the `.log` files of the log-dir inputs to decode (all of them by default).
     """
@@ -132,6 +132,12 @@ def read_internal_topic_inputs(
 
         to_decode = plan.log_roots.segments if segments is None else segments
         transaction_log, records = internal_topic_passes(spark, to_decode, settings)
+        transaction_logs.append(transaction_log or ArrowPass.of(spark.createDataFrame([], TRANSACTION_LOG)))
+        offset_commit_records.append(records.frame() if records else spark.createDataFrame([], OFFSET_COMMITS))
+    if plan.wire:
+        from pipeline.sources.kafka_wire.coordinator_fetch import coordinator_passes
+
+        transaction_log, records = coordinator_passes(spark, plan.wire, settings.kafka)
         transaction_logs.append(transaction_log or ArrowPass.of(spark.createDataFrame([], TRANSACTION_LOG)))
         offset_commit_records.append(records.frame() if records else spark.createDataFrame([], OFFSET_COMMITS))
     if plan.dump_files:

@@ -32,7 +32,7 @@ from schemas.transaction_log import TRANSACTION_LOG, TRANSACTION_STATE_TOPIC
 log = logging.getLogger(__name__)
 
 # topic -> (table schema, how its records become columns, whether only transactional data batches hold them)
-_TOPIC_READERS: dict[str, tuple[T.StructType, CoordinatorRecords, bool]] = {
+TOPIC_READERS: dict[str, tuple[T.StructType, CoordinatorRecords, bool]] = {
     TRANSACTION_STATE_TOPIC: (TRANSACTION_LOG, transaction_log_rows, False),
     CONSUMER_OFFSETS_TOPIC: (OFFSET_COMMITS, offset_commit_rows, True),
 }
@@ -49,7 +49,7 @@ def internal_topic_passes(
     the `offset_commits` table leaves out (`dispatch.split_offset_commit_records`).
     """
     passes: list[ArrowPass | None] = []
-    for topic, (schema, records, transactional_only) in _TOPIC_READERS.items():
+    for topic, (schema, records, transactional_only) in TOPIC_READERS.items():
         of_topic = [segment for segment in segments if segment.topic == topic]
         if not of_topic:
             passes.append(None)

@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 from pipeline.sources.kafka_wire.connection import CLIENT_ID
 from tests.kafka_broker import corruption, jvm, ledger
 from tests.kafka_broker.audits import NOT_INFO, Audit, audits, read_audit
-from tests.kafka_broker.wire_audits import EXPIRING_TOPIC
+from tests.kafka_broker.wire_audits import COORDINATOR_TOPICS, EXPIRING_TOPIC
 
 pytestmark = pytest.mark.broker
 REPO = Path(__file__).resolve().parents[2]
@@ -358,35 +358,33 @@ def _header_rows(batches: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_every_fetched_batch_equals_the_log_dirs_byte_for_byte(binary, fetched, broker_run):
-    """Every batch of every client topic, header fields and CRC, from the log start on: Fetch hands out the bytes the
-    leader stores. Rows carry the leader's id and where they came from."""
+    """Every batch of every topic but the KRaft log (which Fetch does not serve), header fields and CRC, from the
+    log start on: Fetch hands out the bytes the leader stores. Rows carry the leader's id and where they came from."""
     wire = fetched.tables["batches"]
-    stored = _client_topics(binary.tables["batches"])
+    stored = binary.tables["batches"]
     first = wire.groupby(["topic", "partition"]).base_offset.min().rename("first").reset_index()
-    stored = stored.merge(first, on=["topic", "partition"])
-    retained = stored[stored.last_offset >= stored["first"]]
-    assert set(wire.topic) == set(stored.topic) == {"idempotent", "v1", "v2", "restart", "retention"}
+    retained = stored.merge(first, on=["topic", "partition"])
+    retained = retained[retained.last_offset >= retained["first"]]
+    assert set(wire.topic) == set(stored.topic) - {"__cluster_metadata"}
+    assert {"idempotent", "v1", "v2", "restart", "retention", *COORDINATOR_TOPICS} <= set(wire.topic)
     pd.testing.assert_frame_equal(_header_rows(wire), _header_rows(retained), check_dtype=False)
     assert set(wire.broker_id) == {1} and set(wire.source_format) == {"fetch"}
     assert wire.source_file.str.startswith(f"{broker_run.wire.uri}/").all()
 
 
 def test_the_protocol_gives_the_log_dirs_transactions_and_verdicts(binary, fetched):
-    """The same transactions, and every finding of the segments but those of rules that read files beside them or
-    the coordinator's records, which a Fetch of the client topics does not carry: without them a transaction's
-    version is inferred from its batches (or assumed), where the log dir's coordinator records say it."""
-
-    def transactions(audit: Audit) -> list[tuple]:
-        frame = _client_topics(audit.tables["transactions"])
-        return _rows(
-            frame.assign(transaction_version=frame.transaction_version.str.split("/").str[0]), TRANSACTION_COLUMNS
-        )
-
-    assert transactions(fetched) == transactions(binary)
-    assert not fetched.tables["transactions"].transaction_version.str.endswith("/coordinator").any()
-    findings = _client_topics(binary.findings())
-    from_segments = findings[~findings.rule_code.str.startswith(SIDE_FILE_RULES)]
+    """The same transactions, the coordinator's records among them, and every finding of the log dir but those of
+    the rules that read the files beside the segments and of the KRaft log, which Fetch does not serve."""
+    assert _rows(fetched.tables["transactions"], TRANSACTION_COLUMNS) == _rows(
+        binary.tables["transactions"], TRANSACTION_COLUMNS
+    )
+    assert fetched.tables["transactions"].transaction_version.str.endswith("/coordinator").any()
+    findings = binary.findings()
+    from_segments = findings[
+        ~findings.rule_code.str.startswith(SIDE_FILE_RULES) & (findings.topic != "__cluster_metadata")
+    ]
     assert _keys(fetched.findings()) == _keys(from_segments)
+    assert {("__transaction_state", "XTX-010")} <= {(f.topic, f.rule_code) for f in fetched.findings().itertuples()}
 
 
 def test_a_wrong_password_ends_the_run_with_one_line_naming_the_cluster(broker_run):

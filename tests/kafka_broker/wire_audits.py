@@ -19,6 +19,7 @@ from tests.kafka_broker.broker import Broker
 from tests.kafka_broker.ledger import Ledger
 
 USER, PASSWORD = "audit", "audit-secret"
+COORDINATOR_TOPICS = ("__transaction_state", "__consumer_offsets")  # fetched too: the TSL and XTX rules run
 EXPIRING_TOPIC = "expiring"
 # Short enough that a producer idle for a few seconds is expired, as a default broker expires one after a day.
 EXPIRING = {"producer.id.expiration.ms": "2000", "producer.id.expiration.check.interval.ms": "500"}
@@ -44,6 +45,7 @@ def wire_runs(sasl_bootstrap: str, home: Path) -> WireRuns:
     home.mkdir(parents=True)
     conf = home / "wire.yaml"
     kafka = {
+        "topics": ["*", *COORDINATOR_TOPICS],
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "SCRAM-SHA-256",
         "sasl_username": USER,

@@ -17,13 +17,13 @@ import logging
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import astuple
+from dataclasses import astuple, dataclass
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from pipeline.arrow_pass import ArrowPass
@@ -81,19 +81,23 @@ def fetch_failure(exc: BaseException) -> str | None:
 def fetch_pass(
     spark: SparkSession, ranges: list[FetchRange], settings: KafkaSettings, verify_records: bool
 ) -> ArrowPass:
-    """`ranges` dealt to tasks (at least one per core, the largest first) and the function that fetches them."""
+    """The `BATCHES` rows of `ranges`, fetched by the tasks they are dealt to (`dealt`)."""
+    return ArrowPass(dealt(spark, ranges), partial(fetch_descriptors, settings, verify_records), BATCHES)
+
+
+def dealt(spark: SparkSession, ranges: list[FetchRange]) -> DataFrame:
+    """`ranges` as FETCH_DESCRIPTOR rows dealt to tasks: at least one a core, the largest first."""
     tasks = max(1, min(len(ranges), spark.sparkContext.defaultParallelism))
     ordered = sorted(ranges, key=lambda fetch: fetch.size, reverse=True)
-    dealt = [[astuple(fetch) for fetch in ordered[task::tasks]] for task in range(tasks)]
-    rows = spark.sparkContext.parallelize(dealt, tasks).flatMap(lambda task_ranges: task_ranges)
-    fetch = partial(fetch_descriptors, settings, verify_records)
-    return ArrowPass(spark.createDataFrame(rows, FETCH_DESCRIPTOR), fetch, BATCHES)
+    each = [[astuple(fetch) for fetch in ordered[task::tasks]] for task in range(tasks)]
+    rows = spark.sparkContext.parallelize(each, tasks).flatMap(lambda task_ranges: task_ranges)
+    return spark.createDataFrame(rows, FETCH_DESCRIPTOR)
 
 
-def fetch_descriptors(
-    settings: KafkaSettings, verify_records: bool, descriptor_batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """Executor side: fetch ranges in, `BATCHES` record batches out; one client per bootstrap, per task."""
+def with_readers(
+    settings: KafkaSettings, descriptor_batches: Iterator[pa.RecordBatch]
+) -> Iterator[tuple[PartitionReader, FetchRange]]:
+    """Executor side: each range of the task with the client of its cluster (one per bootstrap, per task)."""
     readers: dict[str, PartitionReader] = {}
     try:
         for descriptors in descriptor_batches:
@@ -101,16 +105,34 @@ def fetch_descriptors(
                 fetch = FetchRange(**descriptor)
                 if fetch.uri not in readers:
                     readers[fetch.uri] = PartitionReader(fetch.uri, settings)
-                for table in fetch_range(readers[fetch.uri], fetch, verify_records):
-                    yield from table.to_batches()
+                yield readers[fetch.uri], fetch
     finally:
         for reader in readers.values():
             reader.close()
 
 
-def fetch_range(reader: PartitionReader, fetch: FetchRange, verify_records: bool) -> Iterator[pa.Table]:
-    """The entries of one range as `BATCHES` rows, one table per Fetch response."""
-    offset, written, segment_base = fetch.start, 0, None
+def fetch_descriptors(
+    settings: KafkaSettings, verify_records: bool, descriptor_batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Executor side: fetch ranges in, `BATCHES` record batches out."""
+    for reader, fetch in with_readers(settings, descriptor_batches):
+        for table in fetch_range(reader, fetch, verify_records):
+            yield from table.to_batches()
+
+
+@dataclass(frozen=True)
+class Response:
+    """One Fetch response's part of a range: its `records` bytes, the entries of the range among them (positions
+    in `records`), and the range's bytes before them."""
+
+    records: bytes
+    entries: pa.Table
+    written: int
+
+
+def responses(reader: PartitionReader, fetch: FetchRange, verify_records: bool) -> Iterator[Response]:
+    """The range's entries, one response at a time, from its first offset until its end."""
+    offset, written = fetch.start, 0
     while offset < fetch.end:
         records = reader.fetch(fetch.topic, fetch.partition, offset)
         if not records:
@@ -119,27 +141,46 @@ def fetch_range(reader: PartitionReader, fetch: FetchRange, verify_records: bool
         last = pc.max(entries["last_offset"]).as_py()
         kept = entries.filter(in_range(entries, fetch))
         if kept.num_rows:
-            if segment_base is None:
-                segment_base = kept["base_offset"][0].as_py()
-            positions = pc.subtract(kept["position"], kept["position"][0].as_py() - written)
-            kept = kept.set_column(kept.schema.get_field_index("position"), "position", positions)
+            yield Response(records, kept, written)
             written += pc.sum(kept["size_bytes"]).as_py()
-            yield with_provenance(
-                kept,
-                topic=fetch.topic,
-                partition=fetch.partition,
-                segment_base_offset=segment_base,
-                source_file=f"{fetch.uri}/{fetch.topic}-{fetch.partition}@{fetch.start}",
-                source_format=SOURCE_FORMAT,
-                broker_id=fetch.leader_id,
-                cluster_id=fetch.cluster_id,
-            )
         if last is None or last < offset:
             raise FetchError(
                 f"{fetch.uri}: {fetch.topic}-{fetch.partition} at offset {offset}: the leader's response holds no "
                 "batch at or after it that the audit can step past"
             )
         offset = last + 1
+
+
+def provenance(fetch: FetchRange, segment_base: int) -> dict[str, Any]:
+    """The columns every row of a range shares: it is read as one segment starting at its first batch."""
+    return {
+        "topic": fetch.topic,
+        "partition": fetch.partition,
+        "segment_base_offset": segment_base,
+        "source_file": f"{fetch.uri}/{fetch.topic}-{fetch.partition}@{fetch.start}",
+        "source_format": SOURCE_FORMAT,
+        "broker_id": fetch.leader_id,
+        "cluster_id": fetch.cluster_id,
+    }
+
+
+def in_range_positions(response: Response) -> pa.Array:
+    """Where each entry lies in the range's bytes (its `position`), as a segment's entries lie in the file."""
+    entries = response.entries
+    return pc.subtract(entries["position"], entries["position"][0].as_py() - response.written)
+
+
+def fetch_range(reader: PartitionReader, fetch: FetchRange, verify_records: bool) -> Iterator[pa.Table]:
+    """The entries of one range as `BATCHES` rows, one table per Fetch response."""
+    segment_base = None
+    for response in responses(reader, fetch, verify_records):
+        entries = response.entries
+        if segment_base is None:
+            segment_base = entries["base_offset"][0].as_py()
+        entries = entries.set_column(
+            entries.schema.get_field_index("position"), "position", in_range_positions(response)
+        )
+        yield with_provenance(entries, **provenance(fetch, segment_base))
 
 
 def complete_entries(entries: pa.Table, fetch: FetchRange, offset: int) -> pa.Table:
