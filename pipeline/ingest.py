@@ -49,7 +49,7 @@ from pipeline.sources.dumplog.reader import dump_line_counts
 from pipeline.sources.input_plan import InputPlan, plan_inputs
 from pipeline.sources.log_roots import SegmentFile
 from pipeline.tables.backend import replace_where_predicate
-from pipeline.tables.files_by_source import files_by_source
+from pipeline.tables.files_by_source import FetchedFile, fetched_files, files_by_source
 from pipeline.tables.parquet_sink import PartitionedParquetSink, StagedTable, WrittenFile, stage_pass, stage_tables
 from pipeline.tables.stats import logged_values
 from pipeline.tables.store import TableStore, cluster_topics, of_pairs
@@ -77,11 +77,16 @@ def ingest_inputs(
     Returns the rows written per table and the segments per outcome.
     """
     started = time.perf_counter()
-    plan = plan_inputs(spark, inputs, settings.ingest, settings.kafka)
+    plan = plan_inputs(spark, inputs, settings.ingest, settings.kafka, partial(_fetched, store))
     with sized_for(spark, plan.most_entries(), settings.spark.small_input_batches) as small:
         counts = _ingest_planned(spark, store, settings, run_id, inputs, plan)
     _log_ingested(counts, len(plan.log_roots.skipped), time.perf_counter() - started)
     return {**counts, "plan.ingest_interpreted": int(small)}
+
+
+def _fetched(store: TableStore, uri: str) -> dict[tuple[str, str, int], list[FetchedFile]] | None:
+    """The `batches` files an earlier run fetched from `uri`, which this run may go on after."""
+    return fetched_files(store.path("batches"), uri) if store.exists("batches") else None
 
 
 def _log_ingested(counts: dict[str, int], skipped_dirs: int, seconds: float) -> None:
@@ -143,7 +148,8 @@ def _ingest_batches(
     pairs: list[tuple[str, str]],
 ) -> dict[str, int]:
     """Write `batches`, then the manifest that describes the segments it was decoded from."""
-    replaced, kept = cluster_topics(pairs), segments.kept_files or frozenset()
+    replaced = cluster_topics(pairs)
+    kept = (segments.kept_files or frozenset()).union(*(wire.kept_paths for wire in plan.wire))
     with store.staged_partitions("batches", schemas.BATCHES, schemas.BATCHES_PARTITION_BY, replaced, kept) as folder:
         decoded = stage_batches(spark, store, settings, plan, segments, folder)
     outcomes = write_manifest(store, segments, decoded, pairs, run_id)

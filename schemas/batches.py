@@ -96,10 +96,10 @@ COLUMN_MEANINGS = {
     "record_problem": "why the records do not parse as Kafka parses them (FMT-006); null if they do or were not walked",
     "entry_status": "`ok`, `legacy`, `truncated_tail`, `too_small`, `bad_magic` or `unreadable`",
     "entry_note": "why an entry is not `ok`",
-    "segment_base_offset": "base offset of the segment holding the entry (its file name); fetched: the range's first",
-    "position": "byte position of the entry in the segment (fetched: in the range's batches)",
+    "segment_base_offset": "base offset of the segment holding the entry (its file name); fetched: the log start read",
+    "position": "byte position of the entry in the segment; fetched: its base offset (a response has no position)",
     "size_bytes": "bytes the entry takes in the file (batchLength + 12)",
-    "source_file": "path of the file the row was read from, as given under --input; fetched: `kafka://.../TOPIC-P@FIRST`",
+    "source_file": "path of the file the row was read from, as given under --input; fetched: `kafka://.../TOPIC-P`",
     "source_format": "how the input was read: `segment` (log dir), `dumplog` (kafka-dump-log text), `columnar`, or "
     "`fetch` (the Kafka protocol)",
     "broker_id": "broker id of the log dir the row was read from (`meta.properties`), or of the leader it was fetched "

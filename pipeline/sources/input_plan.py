@@ -11,6 +11,7 @@ holds file names, sizes and modification times; no file content is read here but
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
@@ -24,7 +25,7 @@ from pipeline.progress import timed
 from pipeline.sources.columnar import FORMATS_BY_SUFFIX, columnar_format, require_spark_filesystem
 from pipeline.sources.filesystems import configure, resolve
 from pipeline.sources.kafka_wire.address import is_kafka_uri, parse_bootstrap
-from pipeline.sources.kafka_wire.fetch_plan import WirePlan, plan_fetches
+from pipeline.sources.kafka_wire.fetch_plan import KeptFile, WirePlan, plan_fetches
 from pipeline.sources.log_dir_names import PARTITION_DIR, SEGMENT_FILE
 from pipeline.sources.log_roots import Discovery, RootListing, SkippedDir, listing_of, segments_of
 
@@ -96,19 +97,25 @@ class _Sorted:
 
 
 def plan_inputs(
-    spark: SparkSession, inputs: list[str], ingest: IngestSettings, kafka: KafkaSettings | None = None
+    spark: SparkSession,
+    inputs: list[str],
+    ingest: IngestSettings,
+    kafka: KafkaSettings | None = None,
+    fetched: Callable[[str], Mapping[tuple[str, str, int], Sequence[KeptFile]] | None] | None = None,
 ) -> InputPlan:
     """Sort the inputs by reader from one listing each; raises InputError for a missing or unrecognised input,
     for a log-dir input without segments once `ingest.skip_dir_suffixes` are left out, or for a `kafka://` input
-    whose brokers do not answer or refuse the client."""
+    whose brokers do not answer or refuse the client. `fetched(uri)`: the files an earlier run fetched from a
+    `kafka://` input, which an incremental run goes on after."""
     configure(spark)
     found = _Sorted()
     with timed(log, f"listing {len(inputs)} input(s)") as step:
         for path in dict.fromkeys(inputs):  # an input named twice is listed and read once
             if is_kafka_uri(path):
-                found.wire.append(
-                    plan_fetches(parse_bootstrap(path), kafka or KafkaSettings(), ingest.input_clusters.get(path, ""))
-                )
+                bootstrap = parse_bootstrap(path)
+                kept = fetched(bootstrap.uri) if fetched is not None and ingest.incremental else None
+                cluster = ingest.input_clusters.get(path, "")
+                found.wire.append(plan_fetches(bootstrap, kafka or KafkaSettings(), cluster, kept))
                 continue
             _classify(path, ingest, found)
         for path in found.columnar_paths:

@@ -42,3 +42,44 @@ def files_by_source(location: str, partitions: dict[str, list]) -> dict[str, Sou
         known = by_source.get(low, SourceFiles((), 0))
         by_source[low] = SourceFiles((*known.paths, path), known.rows + records)
     return by_source
+
+
+@dataclass(frozen=True)
+class FetchedFile:
+    """A `batches` file of rows fetched over the Kafka protocol: one range of one partition."""
+
+    path: str  # as the add action names it
+    log_start: int  # its rows' segment base offset: the log start the run read from
+    first_offset: int  # the smallest base offset of its rows
+    next_offset: int  # one past the largest last offset of its rows
+
+
+def fetched_files(location: str, uri: str) -> dict[tuple[str, str, int], list[FetchedFile]] | None:
+    """The latest snapshot's files of rows fetched from `uri` (their `source_file` starts with it), by (cluster,
+    topic, partition), in offset order; None when the log lacks the statistics to tell."""
+    names = [
+        "path", "num_records", "min.source_file", "max.source_file", "min.partition", "max.partition",
+        "min.base_offset", "max.last_offset", "min.segment_base_offset", "max.segment_base_offset",
+        "partition.cluster_id", "partition.topic",
+    ]  # fmt: skip
+    actions = logged_files(location, names)
+    if actions is None:
+        return None
+    found: dict[tuple[str, str, int], list[FetchedFile]] = {}
+    for row in actions.select(names).to_pylist():
+        source = row["min.source_file"]
+        if not row["num_records"] or source is None or not source.startswith(f"{uri}/"):
+            continue
+        if source != row["max.source_file"] or row["min.partition"] != row["max.partition"]:
+            return None
+        log_start = row["min.segment_base_offset"]
+        if (
+            row["min.base_offset"] is None
+            or row["max.last_offset"] is None
+            or log_start != row["max.segment_base_offset"]
+        ):
+            return None
+        key = (row["partition.cluster_id"] or "", row["partition.topic"], row["min.partition"])
+        kept = FetchedFile(row["path"], log_start, row["min.base_offset"], row["max.last_offset"] + 1)
+        found.setdefault(key, []).append(kept)
+    return {key: sorted(files, key=lambda file: file.first_offset) for key, files in found.items()}

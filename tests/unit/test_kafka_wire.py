@@ -14,7 +14,15 @@ from pipeline.sources.kafka_format.encoding import encode_batch
 from pipeline.sources.kafka_wire.address import parse_bootstrap
 from pipeline.sources.kafka_wire.connection import client_config
 from pipeline.sources.kafka_wire.fetch import FetchError, fetch_failure, fetch_range, seconds_ahead
-from pipeline.sources.kafka_wire.fetch_plan import FetchRange, chosen_topics, plan_fetches, split, timestamp_ms
+from pipeline.sources.kafka_wire.fetch_plan import (
+    FetchRange,
+    chosen_topics,
+    continuation,
+    plan_fetches,
+    split,
+    timestamp_ms,
+)
+from pipeline.tables.files_by_source import FetchedFile
 
 URI = "kafka://b1:9092,b2:9092"
 BOOTSTRAP = parse_bootstrap(URI)
@@ -74,14 +82,27 @@ def test_topics_are_chosen_by_glob_and_internal_ones_only_by_name():
 
 def test_a_partition_is_cut_into_ranges_of_about_range_bytes():
     settings = KafkaSettings(range_bytes=1024)
-    sizes = {("t", 0, 1): 4096}
-    ranges = split(URI, ("t", 0), 1, 100, 1100, sizes, settings, "c")
-    assert [(r.start, r.end, r.first, r.size) for r in ranges] == [
-        (100, 350, True, 1024), (350, 600, False, 1024), (600, 850, False, 1024), (850, 1100, False, 1024),
+
+    def cut(start, end, first, size, log_start=100):
+        return split(URI, ("t", 0), 1, (start, end, first), log_start, size, settings, "c")
+
+    assert [(r.start, r.end, r.first, r.log_start, r.size) for r in cut(100, 1100, True, 4096)] == [
+        (100, 350, True, 100, 1024), (350, 600, False, 100, 1024), (600, 850, False, 100, 1024),
+        (850, 1100, False, 100, 1024),
     ]  # fmt: skip
-    assert [(r.start, r.end) for r in split(URI, ("t", 0), 1, 5, 7, None, settings, "c")] == [(5, 7)]
-    assert len(split(URI, ("t", 0), 1, 0, 2, {("t", 0, 1): 10**9}, settings, "c")) == 2  # never an empty range
-    assert split(URI, ("t", 0), 1, 9, 9, sizes, settings, "c") == []
+    assert [(r.start, r.end, r.first) for r in cut(600, 1100, False, 4096)] == [(600, 850, False), (850, 1100, False)]
+    assert [(r.start, r.end) for r in cut(105, 107, True, 0)] == [(105, 107)]  # sizes unknown: one range
+    assert len(cut(0, 2, True, 10**9, log_start=0)) == 2  # never an empty range
+    assert cut(9, 9, True, 4096) == []
+
+
+def test_a_nightly_run_goes_on_after_the_rows_an_earlier_run_fetched():
+    kept = [FetchedFile("a.parquet", 100, 100, 600), FetchedFile("b.parquet", 100, 600, 900)]
+    assert continuation(100, 1200, kept) == (["a.parquet", "b.parquet"], [(900, 1200, False)])
+    assert continuation(100, 900, kept) == (["a.parquet", "b.parquet"], [(900, 900, False)])  # nothing new
+    assert continuation(250, 1200, kept) == ([], [(250, 1200, True)])  # retention moved the log start: whole
+    assert continuation(100, 800, kept) == ([], [(100, 800, True)])  # the log is shorter than what was read
+    assert continuation(100, 1200, []) == ([], [(100, 1200, True)])
 
 
 def test_times_bound_a_run_as_epoch_milliseconds_or_iso_8601():
@@ -125,7 +146,7 @@ def _leader(max_bytes: int) -> Leader:
 
 
 def _fetched(leader: Leader, start: int, end: int, first: bool) -> list[dict]:
-    fetch = FetchRange(URI, "t", 0, 1, start, end, first, "c", 0)
+    fetch = FetchRange(URI, "t", 0, 1, start, end, first, 0, "c", 0)
     return [row for table in fetch_range(leader, fetch, verify_records=True) for row in table.to_pylist()]
 
 
@@ -135,9 +156,9 @@ def test_a_range_keeps_the_batches_that_start_in_it_across_responses_cut_at_the_
     leader = _leader(150)  # a response holds one whole batch and part of the next
     cut = _fetched(leader, 0, 15, True)
     assert cut == whole and leader.asked == [0, 3, 4, 8, 10]
-    assert [row["position"] for row in cut] == [0, *[sum(r["size_bytes"] for r in cut[:i]) for i in range(1, 5)]]
+    assert [row["position"] for row in cut] == [row["base_offset"] for row in cut]  # a response has no file position
     assert {row["segment_base_offset"] for row in cut} == {0} and {row["broker_id"] for row in cut} == {1}
-    assert {row["source_file"] for row in cut} == {f"{URI}/t-0@0"}
+    assert {row["source_file"] for row in cut} == {f"{URI}/t-0"}
     assert {row["source_format"] for row in cut} == {"fetch"}
 
 
@@ -146,7 +167,7 @@ def test_the_batch_holding_a_ranges_start_belongs_to_the_range_before():
     before, after = _fetched(leader, 0, 5, True), _fetched(leader, 5, 15, False)
     assert [row["base_offset"] for row in before] == [0, 3, 4]  # 4..7 holds 5: it starts in the range before
     assert [row["base_offset"] for row in after] == [8, 10]
-    assert {row["segment_base_offset"] for row in after} == {8} and after[0]["position"] == 0
+    assert before + after == _fetched(leader, 0, 15, True)  # the rows of one range over both
     first = _fetched(leader, 5, 15, True)  # the log starts inside 4..7 (DeleteRecords): its batch is the first
     assert [row["base_offset"] for row in first] == [4, 8, 10]
 

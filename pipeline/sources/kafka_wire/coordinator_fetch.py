@@ -20,7 +20,7 @@ from pipeline.arrow_pass import ArrowPass
 from pipeline.config import KafkaSettings
 from pipeline.sources.coordinator_records.rows import BATCH_FIELDS, CoordinatorRecords
 from pipeline.sources.internal_topics import TOPIC_READERS
-from pipeline.sources.kafka_wire.fetch import dealt, in_range_positions, provenance, responses, with_readers
+from pipeline.sources.kafka_wire.fetch import dealt, provenance, responses, with_readers
 from pipeline.sources.kafka_wire.fetch_plan import WirePlan
 from schemas.batches import STATUS_OK
 
@@ -47,11 +47,8 @@ def _records_of(
 ) -> Iterator[pa.RecordBatch]:
     """Executor side: fetch ranges in, the rows of their batches' records out, one Arrow batch per response."""
     for reader, fetch in with_readers(settings, descriptor_batches):
-        segment_base = None
         for response in responses(reader, fetch, verify_records=False):
             entries = response.entries
-            if segment_base is None:
-                segment_base = entries["base_offset"][0].as_py()
             # Entries the broker cannot iterate, and legacy or control batches, hold no such records.
             kept = pc.and_(pc.equal(entries["entry_status"], STATUS_OK), pc.invert(entries["is_control"]))
             if transactional_only:
@@ -62,7 +59,7 @@ def _records_of(
             if not starts:
                 continue
             ends = [start + size for start, size in zip(starts, batches["size_bytes"], strict=True)]
-            batches["position"] = in_range_positions(response).filter(kept).to_pylist()
-            rows = records.window(memoryview(response.records), starts, ends, batches, provenance(fetch, segment_base))
+            batches["position"] = batches["base_offset"]  # as the partition's `batches` rows say it
+            rows = records.window(memoryview(response.records), starts, ends, batches, provenance(fetch))
             if rows.num_rows:
                 yield rows

@@ -7,8 +7,10 @@ come as the leader stores them), no consumer group, no offset commit. A range is
 `kafka.max_fetch_bytes` at a time, until its end; the batch that holds an offset below a later range's start
 belongs to the range before. Leader changes and throttling are waited out (`kafka.retries`, backoff doubling from
 100 ms); an error that retrying cannot fix fails the task with a message naming the broker, the partition and the
-offset. A range's rows are one run of entries, as a segment's are: `segment_base_offset` is its first batch's base
-offset, `position` the bytes of the range before the entry, `source_file` the URI, partition and first offset.
+offset. A partition's rows read as one segment's, whichever range and run fetched them: `source_file` is the URI
+and the partition, `segment_base_offset` the partition's log start when the run was planned, and `position` the
+batch's base offset (a Fetch response says nothing of where the leader's files hold it). So the rows a nightly run
+fetches after those an earlier run kept (`fetch_plan.continuation`) are the rows one run over the whole log makes.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ FETCH_DESCRIPTOR = T.StructType(  # the fields of FetchRange
         T.StructField("start", T.LongType(), False),
         T.StructField("end", T.LongType(), False),
         T.StructField("first", T.BooleanType(), False),
+        T.StructField("log_start", T.LongType(), False),
         T.StructField("cluster_id", T.StringType(), False),
         T.StructField("size", T.LongType(), False),
     ]
@@ -122,17 +125,16 @@ def fetch_descriptors(
 
 @dataclass(frozen=True)
 class Response:
-    """One Fetch response's part of a range: its `records` bytes, the entries of the range among them (positions
-    in `records`), and the range's bytes before them."""
+    """One Fetch response's part of a range: its `records` bytes and the entries of the range among them (positions
+    in `records`)."""
 
     records: bytes
     entries: pa.Table
-    written: int
 
 
 def responses(reader: PartitionReader, fetch: FetchRange, verify_records: bool) -> Iterator[Response]:
     """The range's entries, one response at a time, from its first offset until its end."""
-    offset, written = fetch.start, 0
+    offset = fetch.start
     while offset < fetch.end:
         records = reader.fetch(fetch.topic, fetch.partition, offset)
         if not records:
@@ -141,8 +143,7 @@ def responses(reader: PartitionReader, fetch: FetchRange, verify_records: bool) 
         last = pc.max(entries["last_offset"]).as_py()
         kept = entries.filter(in_range(entries, fetch))
         if kept.num_rows:
-            yield Response(records, kept, written)
-            written += pc.sum(kept["size_bytes"]).as_py()
+            yield Response(records, kept)
         if last is None or last < offset:
             raise FetchError(
                 f"{fetch.uri}: {fetch.topic}-{fetch.partition} at offset {offset}: the leader's response holds no "
@@ -151,36 +152,26 @@ def responses(reader: PartitionReader, fetch: FetchRange, verify_records: bool) 
         offset = last + 1
 
 
-def provenance(fetch: FetchRange, segment_base: int) -> dict[str, Any]:
-    """The columns every row of a range shares: it is read as one segment starting at its first batch."""
+def provenance(fetch: FetchRange) -> dict[str, Any]:
+    """The columns every row of a partition shares: it reads as one segment from the partition's log start."""
     return {
         "topic": fetch.topic,
         "partition": fetch.partition,
-        "segment_base_offset": segment_base,
-        "source_file": f"{fetch.uri}/{fetch.topic}-{fetch.partition}@{fetch.start}",
+        "segment_base_offset": fetch.log_start,
+        "source_file": f"{fetch.uri}/{fetch.topic}-{fetch.partition}",
         "source_format": SOURCE_FORMAT,
         "broker_id": fetch.leader_id,
         "cluster_id": fetch.cluster_id,
     }
 
 
-def in_range_positions(response: Response) -> pa.Array:
-    """Where each entry lies in the range's bytes (its `position`), as a segment's entries lie in the file."""
-    entries = response.entries
-    return pc.subtract(entries["position"], entries["position"][0].as_py() - response.written)
-
-
 def fetch_range(reader: PartitionReader, fetch: FetchRange, verify_records: bool) -> Iterator[pa.Table]:
-    """The entries of one range as `BATCHES` rows, one table per Fetch response."""
-    segment_base = None
+    """The entries of one range as `BATCHES` rows, one table per Fetch response; an entry's position is its base
+    offset."""
     for response in responses(reader, fetch, verify_records):
         entries = response.entries
-        if segment_base is None:
-            segment_base = entries["base_offset"][0].as_py()
-        entries = entries.set_column(
-            entries.schema.get_field_index("position"), "position", in_range_positions(response)
-        )
-        yield with_provenance(entries, **provenance(fetch, segment_base))
+        entries = entries.set_column(entries.schema.get_field_index("position"), "position", entries["base_offset"])
+        yield with_provenance(entries, **provenance(fetch))
 
 
 def complete_entries(entries: pa.Table, fetch: FetchRange, offset: int) -> pa.Table:

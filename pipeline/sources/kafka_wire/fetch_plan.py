@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.config import KafkaSettings
 from pipeline.errors import InputError
@@ -42,6 +43,7 @@ class FetchRange:
     start: int
     end: int
     first: bool  # the partition's first range: it keeps the batch that holds `start` even when it begins before
+    log_start: int  # the partition's first offset read, which its rows take as their segment base offset
     cluster_id: str
     size: int  # estimated bytes, for dealing ranges to tasks
 
@@ -54,16 +56,26 @@ class WirePlan:
     partitions: int  # the partitions chosen, with or without offsets to read
     bytes: int | None  # what the ranges hold, when DescribeLogDirs told
     live_producers: list[dict[str, Any]]  # LIVE_PRODUCERS rows; none when DescribeProducers was refused
+    kept_paths: frozenset[str] = frozenset()  # the `batches` files of an earlier run that stay (`continuation`)
+    kept_topics: frozenset[str] = frozenset()  # the topics of those files
 
     @property
     def pairs(self) -> set[tuple[str, str]]:
-        return {(self.cluster_id, fetch.topic) for fetch in self.ranges}
+        """The (cluster, topic) pairs whose rows the run writes: those it fetches or keeps rows of."""
+        return {(self.cluster_id, topic) for topic in {fetch.topic for fetch in self.ranges} | self.kept_topics}
 
 
-def plan_fetches(bootstrap: Bootstrap, settings: KafkaSettings, cluster_id: str = "") -> WirePlan:
+def plan_fetches(
+    bootstrap: Bootstrap,
+    settings: KafkaSettings,
+    cluster_id: str = "",
+    kept: Mapping[tuple[str, str, int], Sequence[KeptFile]] | None = None,
+) -> WirePlan:
     """The ranges of every chosen partition with offsets to read. `cluster_id`, when given, replaces the cluster id
-    the brokers report (`--cluster-input`). InputError for an unreachable bootstrap, refused credentials, no
-    chosen topic, or a chosen topic the principal may not read."""
+    the brokers report (`--cluster-input`). `kept`: the files an earlier run fetched from this bootstrap, by
+    (cluster, topic, partition), when the run is incremental: a partition goes on after them (`continuation`).
+    InputError for an unreachable bootstrap, refused credentials, no chosen topic, or a chosen topic the principal
+    may not read."""
     with admin_client(bootstrap, settings) as admin:
         cluster = admin.describe_cluster()
         topics = chosen_topics(bootstrap, admin.describe_topics(None), settings.topics)
@@ -100,15 +112,32 @@ def plan_fetches(bootstrap: Bootstrap, settings: KafkaSettings, cluster_id: str 
         for key, rows in (producers or {}).items()
         for row in rows
     ]
-    ranges = [
-        fetch_range
-        for key in sorted(readable)
-        for fetch_range in split(
-            bootstrap.uri, key, leaders[key], earliest[key], latest[key], sizes, settings, cluster_id
+    resumable = kept is not None and settings.start is None and settings.end is None
+    ranges, kept_paths, kept_topics, resumed = [], [], set(), 0
+    for key in sorted(readable):
+        topic, partition = key
+        # The coordinator topics are read whole: their records' tables are written whole (they are small).
+        goes_on = resumable and not topic.startswith(INTERNAL_PREFIX)
+        earlier = (kept or {}).get((cluster_id, topic, partition), []) if goes_on else []
+        paths, bounds = continuation(earliest[key], latest[key], earlier)
+        if paths:
+            kept_paths.extend(paths)
+            kept_topics.add(topic)
+            resumed += 1
+        size = (sizes or {}).get((topic, partition, leaders[key]), 0)
+        for low_high in bounds:
+            ranges.extend(split(bootstrap.uri, key, leaders[key], low_high, earliest[key], size, settings, cluster_id))
+    if resumable:
+        log.info(
+            "%s: %d partition(s) go on from the rows an earlier run fetched, %d are read whole",
+            bootstrap.uri,
+            resumed,
+            len(readable) - resumed,
         )
-    ]
     known = None if sizes is None else sum(r.size for r in ranges)
-    return WirePlan(bootstrap.uri, cluster_id, ranges, len(leaders), known, live)
+    return WirePlan(
+        bootstrap.uri, cluster_id, ranges, len(leaders), known, live, frozenset(kept_paths), frozenset(kept_topics)
+    )
 
 
 def chosen_topics(bootstrap: Bootstrap, topics: list[dict[str, Any]], globs: list[str]) -> list[dict[str, Any]]:
@@ -232,24 +261,51 @@ def log_sizes(admin: Any) -> dict[tuple[str, int, int], int] | None:
     }
 
 
+class KeptFile(Protocol):
+    """A `batches` file an earlier run fetched: one partition's rows from `first_offset` to `next_offset`, read from
+    `log_start` on (the rows' segment base offset)."""
+
+    path: str
+    log_start: int
+    first_offset: int
+    next_offset: int
+
+
+def continuation(log_start: int, end: int, kept: Sequence[KeptFile]) -> tuple[list[str], list[tuple[int, int, bool]]]:
+    """What a run keeps of a partition's earlier rows and which offsets it fetches, as (paths, [(start, end,
+    first)]): the earlier files stay when they were read from the same log start and the log still reaches past
+    them, and only the offsets after them are fetched. Otherwise the partition is read whole: retention or
+    DeleteRecords moved its log start, or the log is shorter than what was read (a truncation), and the kept rows are
+    no longer the log's."""
+    whole: tuple[list[str], list[tuple[int, int, bool]]] = ([], [(log_start, end, True)])
+    if not kept or any(file.log_start != log_start for file in kept):
+        return whole
+    read_to = max(file.next_offset for file in kept)
+    if read_to > end:
+        return whole
+    return [file.path for file in kept], [(read_to, end, False)]
+
+
 def split(
     uri: str,
     key: tuple[str, int],
     leader: int,
-    first: int,
-    end: int,
-    sizes: dict[tuple[str, int, int], int] | None,
+    bounds: tuple[int, int, bool],
+    log_start: int,
+    partition_bytes: int,
     settings: KafkaSettings,
     cluster_id: str,
 ) -> list[FetchRange]:
-    """[first, end) as ranges of about `range_bytes` (the partition's bytes spread evenly over its offsets)."""
-    if end <= first:
+    """Offsets [start, end) as ranges of about `range_bytes`, the partition's bytes (`partition_bytes` from its log
+    start to the high watermark) spread evenly over its offsets; `first`: the range holds the log start."""
+    start, end, first = bounds
+    if end <= start:
         return []
     topic, partition = key
-    size = (sizes or {}).get((topic, partition, leader), 0)
-    count = max(1, min(end - first, math.ceil(size / settings.range_bytes)))
-    bounds = [first + (end - first) * i // count for i in range(count + 1)]
+    size = partition_bytes * (end - start) // max(1, end - log_start)
+    count = max(1, min(end - start, math.ceil(size / settings.range_bytes)))
+    offsets = [start + (end - start) * i // count for i in range(count + 1)]
     return [
-        FetchRange(uri, topic, partition, leader, start, stop, i == 0, cluster_id, size // count)
-        for i, (start, stop) in enumerate(zip(bounds, bounds[1:], strict=False))
+        FetchRange(uri, topic, partition, leader, low, high, first and i == 0, log_start, cluster_id, size // count)
+        for i, (low, high) in enumerate(zip(offsets, offsets[1:], strict=False))
     ]
