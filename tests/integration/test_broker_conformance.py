@@ -79,8 +79,10 @@ def both_runs(broker_run, v1_transactions, tmp_path_factory) -> tuple[Audit, Aud
 
 @pytest.fixture(scope="session")
 def fetched(broker_run) -> Audit:
-    """The tables of `run --input kafka://...` (SASL/SCRAM) while the broker served, after every workload."""
-    audited = broker_run.wire.audited
+    """The tables of `run --input kafka://...` (SASL/SCRAM) while the broker served, after every workload: a
+    nightly run that went on from a run while the Java client's V2 workloads wrote."""
+    earlier, audited = broker_run.wire.earlier, broker_run.wire.audited
+    assert earlier.exit_code == 0, earlier.stderr[-3000:]
     assert audited.exit_code == 0, audited.stderr[-3000:]
     return read_audit(audited.warehouse)
 
@@ -385,6 +387,15 @@ def test_the_protocol_gives_the_log_dirs_transactions_and_verdicts(binary, fetch
     ]
     assert _keys(fetched.findings()) == _keys(from_segments)
     assert {("__transaction_state", "XTX-010")} <= {(f.topic, f.rule_code) for f in fetched.findings().itertuples()}
+
+
+def test_a_nightly_protocol_run_goes_on_from_the_rows_and_replay_of_the_run_before(broker_run, fetched):
+    """The partitions the V2 workloads did not write since are kept and their replay goes on; its tables are those
+    of a run over the whole log (the tests above hold them to the log dir's)."""
+    log = broker_run.wire.audited.stderr
+    resumed = re.search(r"(\d+) partition\(s\) go on from the rows an earlier run fetched", log)
+    going_on = re.search(r"(\d+) going on from the kept replay", log)
+    assert resumed and going_on and int(resumed.group(1)) > 0 and int(going_on.group(1)) > 0, log[-3000:]
 
 
 def test_a_wrong_password_ends_the_run_with_one_line_naming_the_cluster(broker_run):

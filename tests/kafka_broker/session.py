@@ -17,7 +17,15 @@ from tests.kafka_broker import java_clients, librdkafka_clients
 from tests.kafka_broker.broker import Broker
 from tests.kafka_broker.dumps import dump_log_dir
 from tests.kafka_broker.ledger import COMMITTED, Ledger
-from tests.kafka_broker.wire_audits import PASSWORD, USER, Outcome, WireRuns, expired_producer_run, wire_runs
+from tests.kafka_broker.wire_audits import (
+    PASSWORD,
+    USER,
+    Outcome,
+    WireRuns,
+    earlier_run,
+    expired_producer_run,
+    wire_runs,
+)
 
 KAFKA_VERSION = "4.1.1"
 ROLL = {"segment.ms": "500"}  # a segment rolls on the first append 500 ms after it opened
@@ -74,8 +82,9 @@ def run_all(home: Path) -> Fixture:
         restart(broker, ledger)
         retention(bootstrap, ledger)
         partitions = [f"{topic}-{p}" for topic, (count, _) in TOPICS.items() for p in range(count)]
+        earlier = earlier_run(broker.sasl_bootstrap, home / "wire")
         java_clients.transactions_v2(bootstrap, ledger, classes, "v2", "idempotent", partitions)
-        wire = wire_runs(broker.sasl_bootstrap, home / "wire")
+        wire = wire_runs(broker.sasl_bootstrap, home / "wire", earlier)
     finally:
         broker.stop()
         aside.shutdown()

@@ -1,7 +1,8 @@
 """`produce-audit run --input kafka://...` against live brokers, as a user of a managed cluster runs it: over the
-session broker's SASL_PLAINTEXT listener with SCRAM-SHA-256, once with the right password and once with a wrong one,
-side by side, while it still serves (before the session stops it and its log dir is audited); and against a broker
-of its own that expires an idle producer's state within seconds while the producer's batches stay in its log."""
+session broker's SASL_PLAINTEXT listener with SCRAM-SHA-256, while it still serves (before the session stops it and
+its log dir is audited): once while the last workloads write, then, into the same warehouse, as a nightly run that
+goes on from it, and with a wrong password; and against a broker of its own that expires an idle producer's state
+within seconds while the producer's batches stay in its log."""
 
 from __future__ import annotations
 
@@ -36,13 +37,25 @@ class Outcome:
 @dataclass(frozen=True)
 class WireRuns:
     uri: str
-    audited: Outcome  # the right password
+    earlier: Outcome  # the right password, before the last workloads: the run `audited` goes on from
+    audited: Outcome  # the right password, after every workload, into the same warehouse
     refused: Outcome  # a wrong one
 
 
-def wire_runs(sasl_bootstrap: str, home: Path) -> WireRuns:
-    """Both runs, started together; each waits for the other's JVM start instead of after it."""
-    home.mkdir(parents=True)
+@dataclass
+class Started:
+    process: subprocess.Popen
+    log: Path
+    warehouse: Path
+
+    def outcome(self) -> Outcome:
+        code = self.process.wait(timeout=900)
+        return Outcome(code, self.log.read_text(errors="replace"), self.warehouse)
+
+
+def start(sasl_bootstrap: str, home: Path, name: str, password: str, warehouse: Path) -> Started:
+    """`produce-audit run --input kafka://...` over SASL/SCRAM with `password`, into `warehouse`, not waited for."""
+    home.mkdir(parents=True, exist_ok=True)
     conf = home / "wire.yaml"
     kafka = {
         "topics": ["*", *COORDINATOR_TOPICS],
@@ -52,27 +65,30 @@ def wire_runs(sasl_bootstrap: str, home: Path) -> WireRuns:
         "sasl_password_env": PASSWORD_VARIABLE,
     }
     conf.write_text(yaml.safe_dump({"kafka": kafka}))
-    uri = f"kafka://{sasl_bootstrap}"
-    started = {}
-    for name, password in (("audited", PASSWORD), ("refused", "not-the-password")):
-        warehouse = home / name / "wh"
-        warehouse.parent.mkdir()
-        command = [str(CLI), "run", "--input", uri, "--warehouse", str(warehouse), "--conf", str(conf)]
-        log = warehouse.parent / "stderr.log"
-        with log.open("wb") as stderr:
-            process = subprocess.Popen(
-                [*command, "--fail-on", "never"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                env={**os.environ, PASSWORD_VARIABLE: password},
-            )
-        started[name] = (process, log, warehouse)
-    outcomes = {}
-    for name, (process, log, warehouse) in started.items():
-        code = process.wait(timeout=900)
-        outcomes[name] = Outcome(code, log.read_text(errors="replace"), warehouse)
-    return WireRuns(uri, **outcomes)
+    command = [str(CLI), "run", "--input", f"kafka://{sasl_bootstrap}", "--warehouse", str(warehouse)]
+    log = home / f"{name}.log"  # a file, not a pipe: no run waits for another's output to be read
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [*command, "--conf", str(conf), "--fail-on", "never"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, PASSWORD_VARIABLE: password},
+        )
+    return Started(process, log, warehouse)
+
+
+def earlier_run(sasl_bootstrap: str, home: Path) -> Started:
+    """The first run into the warehouse the last one goes on from, started while the last workloads write."""
+    return start(sasl_bootstrap, home, "earlier", PASSWORD, home / "audited" / "wh")
+
+
+def wire_runs(sasl_bootstrap: str, home: Path, earlier: Started) -> WireRuns:
+    """After the earlier run: the right and the wrong password, started together (each fills the other's JVM start)."""
+    before = earlier.outcome()
+    audited = start(sasl_bootstrap, home, "audited", PASSWORD, home / "audited" / "wh")
+    refused = start(sasl_bootstrap, home, "refused", "not-the-password", home / "refused" / "wh")
+    return WireRuns(f"kafka://{sasl_bootstrap}", before, audited.outcome(), refused.outcome())
 
 
 def expired_producer_run(home: Path) -> Outcome:
