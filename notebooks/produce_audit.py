@@ -23,7 +23,7 @@
 
 # COMMAND ----------
 
-# MAGIC %pip install --quiet "deltalake>=1.6,<2" "pyarrow>=17" "pandas>=2.2,<3" "numpy>=1.26" "crc32c>=2.4" "numba>=0.61" "cramjam>=2.8" "PyYAML>=6" "pydantic>=2.5,<3" "matplotlib>=3.8"
+# MAGIC %pip install --quiet "deltalake>=1.6,<2" "pyarrow>=17" "pandas>=2.2,<3" "numpy>=1.26" "crc32c>=2.4" "numba>=0.61" "cramjam>=2.8" "PyYAML>=6" "pydantic>=2.5,<3" "matplotlib>=3.8" "kafka-python>=3.0.12,<3.1"
 
 # COMMAND ----------
 

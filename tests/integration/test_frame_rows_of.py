@@ -18,6 +18,7 @@ from pipeline.config import AuditSettings
 from schemas.batches import BATCHES
 from schemas.file_problems import FILE_PROBLEMS
 from schemas.leader_epochs import LEADER_EPOCHS
+from schemas.live_producers import LIVE_PRODUCERS
 from schemas.producer_snapshots import PRODUCER_SNAPSHOTS
 from schemas.txn_index import TXN_INDEX
 
@@ -26,6 +27,7 @@ SIDE_TABLES = {  # AuditInputs attribute: (PartitionLog attribute, schema)
     "producer_snapshots": ("snapshot_rows", PRODUCER_SNAPSHOTS),
     "file_problems": ("problem_rows", FILE_PROBLEMS),
     "leader_epochs": ("leader_epoch_rows", LEADER_EPOCHS),
+    "live_producers": ("live_rows", LIVE_PRODUCERS),
 }
 DECLARING = sorted(name for name, frame in FRAMES.items() if frame.rows_of)
 OF_COPIES = sorted(name for name, frame in FRAMES.items() if frame.of_copies)
