@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from pipeline.sources.kafka_wire.address import is_kafka_uri
+
 
 def place(row: Mapping[str, Any], clusters: int = 1) -> str:
     """topic-partition @broker, leaving out what the row does not know, and its cluster when the run audited
@@ -51,7 +53,6 @@ def reference_time(epoch_ms: int | None) -> str:
 
 # `runs.counts` keys naming each rule that had nothing to read in a run's inputs (`rules_without_input`)
 WITHOUT_INPUT = "rules.without_input."
-KAFKA_SCHEME = "kafka://"
 
 
 def families(codes: Sequence[str]) -> str:
@@ -66,7 +67,7 @@ def families(codes: Sequence[str]) -> str:
 def run_notes(run: Mapping[str, Any]) -> list[str]:
     """What the reports say of where the run's rows came from and what it could not check."""
     notes = [note] if (note := unknown_dump_lines_note(run)) else []
-    if fetched := [given for given in run.get("inputs") or [] if given.lower().startswith(KAFKA_SCHEME)]:
+    if fetched := [given for given in run.get("inputs") or [] if is_kafka_uri(given)]:
         notes.append(f"read over the Kafka protocol from the leaders of {', '.join(fetched)}")
     if codes := run.get("rules_without_input"):
         notes.append(f"{len(codes)} rule(s) had nothing to read in these inputs and did not run: {families(codes)}")
