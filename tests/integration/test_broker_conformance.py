@@ -402,7 +402,7 @@ def test_a_wrong_password_ends_the_run_with_one_line_naming_the_cluster(broker_r
     refused = broker_run.wire.refused
     errors = [line for line in refused.stderr.splitlines() if "error" in line.lower()]
     assert refused.exit_code == 2, refused.stderr[-3000:]
-    assert errors == [errors[0]] and broker_run.wire.uri in errors[0] and "Authentication" in errors[0], errors
+    assert errors == [errors[0]] and broker_run.wire.uri in errors[0] and "refused the credentials" in errors[0], errors
     assert "not-the-password" not in refused.stderr
     assert not (refused.warehouse / "batches").exists()
 

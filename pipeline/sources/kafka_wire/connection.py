@@ -24,6 +24,7 @@ CLIENT_ID = "produce-audit"
 # Above the Fetch size a response may carry one batch larger than it (KIP-74): up to a topic's max.message.bytes.
 LARGEST_BATCH_BYTES = 128 * 1024 * 1024
 AUTHENTICATION_FAILED = "SaslAuthenticationFailedError"
+DISCONNECTED = "socket disconnected"
 # `Connection failed: KafkaConnectionError: 111 ECONNREFUSED`, `Abort ([Error 58] SaslAuthenticationFailedError: ...)`
 _REASON = re.compile(r"(?:failed: |lost: |\] )(\w+Error: [^()]*?)\)?(?: \(backoff [^)]*\))?$")
 
@@ -132,6 +133,14 @@ def refused_as_input_error(bootstrap: Bootstrap, settings: KafkaSettings) -> Ite
         reason = failures.reason()
         if reason is not None and reason.startswith(AUTHENTICATION_FAILED):
             raise InputError(bootstrap.uri, f"the broker refused the credentials: {reason}") from None
+        if reason is not None and DISCONNECTED in reason and settings.security_protocol.startswith("SASL"):
+            # A broker that refuses SASL credentials may close the connection before kafka-python reads why; one
+            # that cannot be reached refuses or times out the connection instead of closing it.
+            raise InputError(
+                bootstrap.uri,
+                f"the broker refused the credentials: it closed the connection during {settings.sasl_mechanism} "
+                f"authentication of {settings.sasl_username} ({reason})",
+            ) from None
         raise InputError(
             bootstrap.uri,
             f"no broker of {', '.join(bootstrap.servers)} answered within {settings.connect_timeout_ms} ms "
